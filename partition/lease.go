@@ -1,0 +1,544 @@
+package partition
+
+import (
+	"context"
+	crand "crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// maxOutstanding bounds the registration calls in flight at once. A call
+// that hangs inside the client is abandoned, not waited for; this keeps a
+// client without timeouts from piling them up.
+const maxOutstanding = 3
+
+// A Lease registers this worker in its group once per interval and holds an
+// exclusive, self-expiring share of the work whenever the last two closed
+// intervals agree on it. Create it with New, run it with Run, and read it
+// with Current, Next or Term.
+type Lease struct {
+	opts  Options
+	st    store
+	iv    int64 // interval, µs
+	lo    int64 // gap, µs
+	log   *slog.Logger
+	id    uint64
+	seq   atomic.Uint64
+	runs  atomic.Bool
+	rnd   *rand.Rand // used by the Run goroutine only
+	trace func(traceEvent)
+
+	mu      sync.Mutex
+	term    *Term
+	changed chan struct{} // closed and replaced when term or stopped changes
+	stopped bool
+}
+
+var _ interface {
+	Current() (Assignment, bool)
+} = (*Lease)(nil)
+
+// New returns a Lease for the group opts.Name on client. It validates opts
+// (errors wrap ErrInvalidOptions) and does no I/O. The client is never
+// closed by the Lease.
+func New(client redis.UniversalClient, opts Options) (*Lease, error) {
+	if client == nil {
+		return nil, fmt.Errorf("%w: client is nil", ErrInvalidOptions)
+	}
+	opts = opts.withDefaults()
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	if opts.WaitReplicas > 0 {
+		switch client.(type) {
+		case *redis.Client, *redis.ClusterClient:
+		default:
+			return nil, fmt.Errorf("%w: WaitReplicas needs a *redis.Client (also Sentinel) or *redis.ClusterClient, got %T", ErrInvalidOptions, client)
+		}
+	}
+	iv := opts.Interval.Microseconds()
+	ppm := gapPPM(opts.Gap)
+	st := &redisStore{
+		client:   client,
+		meta:     metaKey(opts.Name),
+		settings: []any{iv, ppm},
+		wait:     opts.WaitReplicas,
+		waitTime: opts.WaitTimeout,
+		name:     opts.Name,
+		interval: opts.Interval,
+		gap:      opts.Gap,
+	}
+	return newLease(st, opts), nil
+}
+
+func newLease(st store, opts Options) *Lease {
+	var seed [16]byte
+	_, _ = crand.Read(seed[:])
+	iv := opts.Interval.Microseconds()
+	return &Lease{
+		opts:    opts,
+		st:      st,
+		iv:      iv,
+		lo:      gapMicros(iv, gapPPM(opts.Gap)),
+		log:     opts.Logger.With("group", opts.Name),
+		id:      binary.LittleEndian.Uint64(seed[:8]),
+		rnd:     rand.New(rand.NewPCG(binary.LittleEndian.Uint64(seed[:8]), binary.LittleEndian.Uint64(seed[8:]))),
+		changed: make(chan struct{}),
+	}
+}
+
+func metaKey(name string) string { return "{" + name + "}:meta" }
+
+// CounterKey is the key of interval n's counter in group name: its value is
+// how many workers registered in interval n (readable by tools).
+func CounterKey(name string, n int64) string { return "{" + name + "}:" + strconv.FormatInt(n, 10) }
+
+// Options returns the options in force, defaults filled in.
+func (l *Lease) Options() Options { return l.opts }
+
+// Current returns what is held at this instant, checked against the
+// monotonic clock when it is called.
+func (l *Lease) Current() (Assignment, bool) {
+	t := l.Term()
+	if t == nil || !t.Held() {
+		return Assignment{}, false
+	}
+	return t.a, true
+}
+
+// Term returns the live term, or nil when nothing is held. A term it
+// returns may end at any moment: watch its Done.
+func (l *Lease) Term() *Term {
+	l.mu.Lock()
+	t := l.term
+	l.mu.Unlock()
+	if t == nil || !t.Held() {
+		return nil
+	}
+	return t
+}
+
+// Next waits until a term is held and returns it (at once when one is).
+// It returns ctx's error when ctx ends first, and ErrStopped once Run has
+// returned.
+func (l *Lease) Next(ctx context.Context) (*Term, error) {
+	for {
+		l.mu.Lock()
+		t, ch, stopped := l.term, l.changed, l.stopped
+		l.mu.Unlock()
+		if t != nil && t.Held() {
+			return t, nil
+		}
+		if stopped {
+			return nil, ErrStopped
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-ch:
+		}
+	}
+}
+
+// Changed returns a channel that is closed at the next change of the live
+// term (acquired or ended) or when Run returns. Renewals do not close it;
+// see Term.Renewed.
+func (l *Lease) Changed() <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.changed
+}
+
+func (l *Lease) setTerm(t *Term, stopped bool) {
+	l.mu.Lock()
+	l.term = t
+	l.stopped = l.stopped || stopped
+	close(l.changed)
+	l.changed = make(chan struct{})
+	l.mu.Unlock()
+}
+
+// Run registers the worker once per interval and issues, renews and ends
+// terms, until ctx ends. It then ends the live term with ErrStopped and
+// returns nil. It returns an error wrapping ErrSettingsMismatch, without
+// ever holding, when the group runs with other settings. Run may be called
+// once.
+//
+// Run returns promptly when ctx ends even while a registration hangs inside
+// the client: such a call is abandoned and returns when the client's own
+// timeouts fire (go-redis ReadTimeout, 3s by default) or the client is
+// closed.
+func (l *Lease) Run(ctx context.Context) error {
+	if !l.runs.CompareAndSwap(false, true) {
+		return ErrAlreadyRunning
+	}
+	r := &runner{l: l, ctx: ctx, results: make(chan result, maxOutstanding)}
+	err := r.loop()
+	if t := l.liveTerm(); t != nil {
+		l.endTerm(t, ErrStopped)
+	}
+	l.setTerm(nil, true)
+	return err
+}
+
+func (l *Lease) liveTerm() *Term {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.term
+}
+
+func (l *Lease) endTerm(t *Term, why error) {
+	if t.end(why) {
+		l.setTerm(nil, false)
+		l.log.Info("lease lost", "index", t.a.Index, "replicas", t.a.Replicas, "token", t.a.Token, "reason", why)
+		l.emit(traceEvent{kind: traceLost, a: t.a, at: time.Now(), err: why})
+	}
+}
+
+func (l *Lease) token() string {
+	return strconv.FormatUint(l.id, 36) + "." + strconv.FormatUint(l.seq.Add(1), 36)
+}
+
+// traceEvent lets tests record every holding exactly.
+type traceEvent struct {
+	kind     int
+	a        Assignment
+	at       time.Time
+	deadline time.Time
+	err      error
+}
+
+const (
+	traceAcquired = iota
+	traceRenewed
+	traceLost
+)
+
+func (l *Lease) emit(ev traceEvent) {
+	if l.trace != nil {
+		l.trace(ev)
+	}
+}
+
+// record is what one registration taught this worker.
+type record struct {
+	n         int64 // interval registered in
+	index     int   // index in n
+	prevCount int   // count of n-1
+}
+
+type result struct {
+	token string
+	sent  time.Time
+	recv  time.Time
+	rep   reply
+	err   error
+}
+
+// clockMap maps server time to local time conservatively: the server read
+// its clock no earlier than sent, so server instant x is no earlier than
+// local sent + (x - now).
+type clockMap struct {
+	sent time.Time
+	now  int64
+}
+
+func (m clockMap) local(x int64) time.Time {
+	return m.sent.Add(time.Duration(x-m.now) * time.Microsecond)
+}
+
+type pending struct {
+	a        Assignment
+	start    time.Time
+	deadline time.Time
+}
+
+type runner struct {
+	l           *Lease
+	ctx         context.Context
+	results     chan result
+	outstanding int
+
+	token   string // current registration's token; "" = probe first
+	nextAt  time.Time
+	backoff time.Duration
+	failing bool
+
+	gen        string
+	hist       []record // ascending n, at most 3, all of gen
+	quarantine time.Time
+	clock      clockMap
+	pend       *pending
+}
+
+func (r *runner) loop() error {
+	l := r.l
+	r.nextAt = time.Now()
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		now := time.Now()
+		// Local expiry first: the deadline is a timer, not an error.
+		if t := l.liveTerm(); t != nil && !now.Before(t.Deadline()) {
+			l.endTerm(t, ErrExpired)
+		}
+		if p := r.pend; p != nil {
+			if !now.Before(p.deadline) {
+				r.pend = nil
+			} else if !now.Before(p.start) {
+				r.pend = nil
+				r.acquire(p.a, p.deadline)
+				continue
+			}
+		}
+		wake := r.nextAt
+		if t := l.liveTerm(); t != nil {
+			wake = earliest(wake, t.Deadline())
+		}
+		if r.pend != nil {
+			wake = earliest(wake, r.pend.start)
+		}
+		timer.Reset(time.Until(wake))
+		select {
+		case <-r.ctx.Done():
+			return nil
+		case res := <-r.results:
+			r.outstanding--
+			if err := r.handle(res); err != nil {
+				return err
+			}
+		case <-timer.C:
+			if !time.Now().Before(r.nextAt) {
+				r.attempt()
+			}
+		}
+	}
+}
+
+func earliest(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+func (r *runner) retryAfter() time.Duration {
+	return max(time.Duration(r.l.lo)*time.Microsecond/2, 5*time.Millisecond)
+}
+
+func (r *runner) attempt() {
+	l := r.l
+	if r.outstanding >= maxOutstanding {
+		r.nextAt = time.Now().Add(r.retryAfter())
+		return
+	}
+	r.outstanding++
+	tok, probe := r.token, r.token == ""
+	ctx, ictx := r.ctx, l.opts.Interval
+	results := r.results
+	sent := time.Now()
+	go func() {
+		actx, cancel := context.WithTimeout(ctx, ictx)
+		defer cancel()
+		rep, err := l.st.register(actx, tok, l.token(), probe)
+		results <- result{token: tok, sent: sent, recv: time.Now(), rep: rep, err: err}
+	}()
+	// Retry with the same token if no answer comes in time; a retry whose
+	// first attempt ran is answered with that registration.
+	r.nextAt = sent.Add(r.retryAfter())
+}
+
+func (r *runner) handle(res result) error {
+	l := r.l
+	if res.token != r.token {
+		return nil // an answer to a registration already handled
+	}
+	if res.err != nil {
+		var se *SettingsError
+		if errors.As(res.err, &se) {
+			return res.err
+		}
+		if errors.Is(res.err, ErrInvalidOptions) {
+			return res.err
+		}
+		if r.ctx.Err() != nil {
+			return nil
+		}
+		if !r.failing {
+			l.log.Warn("registration failing", "err", res.err)
+			r.failing = true
+		}
+		r.backoff = min(max(2*r.backoff, 5*time.Millisecond), r.retryAfter())
+		r.nextAt = res.recv.Add(r.backoff)
+		return nil
+	}
+	if r.failing {
+		l.log.Info("registration recovered")
+		r.failing = false
+	}
+	r.backoff = 0
+	rep := res.rep
+	r.clock = clockMap{sent: res.sent, now: rep.now}
+	if rep.gen != r.gen {
+		if r.gen != "" {
+			l.log.Warn("store generation changed", "from", r.gen, "to", rep.gen)
+			if t := l.liveTerm(); t != nil {
+				l.endTerm(t, ErrGenerationChanged)
+			}
+		}
+		r.gen, r.hist, r.pend = rep.gen, nil, nil
+		// Leases of an earlier generation end within two intervals of
+		// anything the new one answered; hold nothing before then.
+		r.quarantine = res.recv.Add(2 * l.opts.Interval)
+	}
+	if !rep.registered {
+		r.aimAfterMiss(rep)
+		return nil
+	}
+	r.token = l.token()
+	rec := record{n: rep.interval, index: rep.index, prevCount: rep.prevCount}
+	r.remember(rec)
+	r.decide(rec, res.recv)
+	r.aim(rec.n+1, rec.index, max(rec.prevCount, rec.index+1))
+	return nil
+}
+
+func (r *runner) remember(rec record) {
+	h := r.hist[:0]
+	for _, x := range r.hist {
+		if x.n >= rec.n-2 && x.n != rec.n {
+			h = append(h, x)
+		}
+	}
+	h = append(h, rec)
+	for i := len(h) - 1; i > 0 && h[i].n < h[i-1].n; i-- {
+		h[i], h[i-1] = h[i-1], h[i]
+	}
+	r.hist = h
+}
+
+func (r *runner) find(n int64) (record, bool) {
+	for _, x := range r.hist {
+		if x.n == n {
+			return x, true
+		}
+	}
+	return record{}, false
+}
+
+// decide applies the lease rule at a registration in m: hold (k, rr) iff
+// P(m-1) = P(m-2) = (k, rr), all of one generation.
+func (r *runner) decide(cur record, recv time.Time) {
+	l := r.l
+	m := cur.n
+	newest := r.hist[len(r.hist)-1].n
+	if m != newest {
+		return
+	}
+	live := l.liveTerm()
+	if live != nil && !live.Held() {
+		l.endTerm(live, ErrExpired)
+		live = nil
+	}
+	p1, ok1 := r.find(m - 1)
+	p2, ok2 := r.find(m - 2)
+	k, rr := p1.index, cur.prevCount
+	valid := ok1 && ok2 && k == p2.index && rr == p1.prevCount && k < rr
+	var deadline time.Time
+	if valid {
+		// D = min(next due slot + gap, start of m+2), in server time.
+		due := (m+1)*l.iv + l.slot(cur.index, max(cur.prevCount, cur.index+1))
+		d := min(due+l.lo, (m+2)*l.iv)
+		deadline = r.clock.local(d)
+		valid = deadline.After(time.Now())
+	}
+	if !valid {
+		if live != nil {
+			l.endTerm(live, ErrMappingChanged)
+		}
+		r.pend = nil
+		return
+	}
+	a := Assignment{Index: k, Replicas: rr, Token: m}
+	if live != nil && live.a.Index == k && live.a.Replicas == rr {
+		live.renew(deadline)
+		l.emit(traceEvent{kind: traceRenewed, a: live.a, at: time.Now(), deadline: deadline})
+		return
+	}
+	if live != nil {
+		l.endTerm(live, ErrMappingChanged)
+	}
+	if p := r.pend; p != nil && p.a.Index == k && p.a.Replicas == rr {
+		p.deadline = deadline
+		return
+	}
+	if time.Now().Before(r.quarantine) {
+		r.pend = &pending{a: a, start: r.quarantine, deadline: deadline}
+		return
+	}
+	r.acquire(a, deadline)
+}
+
+func (r *runner) acquire(a Assignment, deadline time.Time) {
+	l := r.l
+	now := time.Now()
+	if !now.Before(deadline) {
+		return
+	}
+	t := newTerm(a, now, deadline)
+	l.setTerm(t, false)
+	l.log.Info("lease acquired", "index", a.Index, "replicas", a.Replicas, "token", a.Token, "deadline", deadline.Sub(now))
+	l.emit(traceEvent{kind: traceAcquired, a: a, at: now, deadline: deadline})
+}
+
+// slot is the offset in an interval at which index i of n registers.
+func (l *Lease) slot(i, n int) int64 {
+	span := l.iv - 2*l.lo
+	return l.lo + int64((float64(i)+0.5)/float64(n)*float64(span))
+}
+
+// aim schedules the next registration at index i's slot of interval n,
+// sending so that it arrives at that server instant.
+func (r *runner) aim(n int64, i, count int) {
+	r.nextAt = r.clock.local(n*r.l.iv + r.l.slot(i, count))
+}
+
+// aimAfterMiss re-aims after a probe or a call outside the window: at this
+// worker's slot when it has an index, else at a random offset in the
+// window, of the current interval when its window is still ahead, else of
+// the next.
+func (r *runner) aimAfterMiss(rep reply) {
+	l := r.l
+	if r.token == "" {
+		r.token = l.token()
+	}
+	n := rep.interval
+	var off int64
+	if len(r.hist) > 0 {
+		last := r.hist[len(r.hist)-1]
+		off = l.slot(last.index, max(last.prevCount, last.index+1))
+		if rep.offset > off {
+			n++
+		}
+	} else {
+		from := max(rep.offset, l.lo)
+		to := l.iv - l.lo
+		if to-from < (to-l.lo)/8 { // too little of this window left
+			n++
+			from = l.lo
+		}
+		off = from + l.rnd.Int64N(to-from+1)
+	}
+	r.aimAt(n*l.iv + off)
+}
+
+func (r *runner) aimAt(x int64) { r.nextAt = r.clock.local(x) }

@@ -1,0 +1,323 @@
+package partition
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+func TestSettledGroupKeepsItsIndexesIndefinitely(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newSim(t, simOpts, 1)
+		for range 5 {
+			s.join()
+		}
+		s.advance(4 * simOpts.Interval)
+		if err := s.settled(); err != nil {
+			t.Fatalf("after 4 intervals: %v", err)
+		}
+		held := map[int]Assignment{}
+		for _, w := range s.sorted() {
+			held[w.id], _ = w.l.Current()
+		}
+		s.advance(300 * simOpts.Interval)
+		for _, w := range s.sorted() {
+			if a, _ := w.l.Current(); a != held[w.id] {
+				t.Errorf("worker %d holds %+v after 300 intervals; want %+v (no reshuffle, same token)", w.id, a, held[w.id])
+			}
+		}
+		if lost := s.lostCount(); len(lost) != 0 {
+			t.Errorf("a settled group lost terms: %v; want none", lost)
+		}
+		s.stopAll()
+		s.verify()
+	})
+}
+
+func TestNewWorkerOwnsNothingForTwoIntervals(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newSim(t, simOpts, 2)
+		for range 3 {
+			s.join()
+		}
+		s.advance(5 * simOpts.Interval)
+		s.advance(simOpts.Interval / 3)
+		w := s.join()
+		s.advance(6 * simOpts.Interval)
+		at, ok := s.firstAcquired(w.id)
+		if !ok {
+			t.Fatalf("the new worker never held anything")
+		}
+		if got := at.Sub(w.started); got < 2*simOpts.Interval {
+			t.Errorf("the new worker held something %v after it started; want at least two intervals (%v)", got, 2*simOpts.Interval)
+		}
+		if err := s.settled(); err != nil {
+			t.Errorf("after a join: %v", err)
+		}
+		s.stopAll()
+		s.verify()
+	})
+}
+
+func TestAgreementIssuesLeaseAndDisagreementWithholdsIt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newSim(t, simOpts, 3)
+		a, b := s.join(), s.join()
+		s.advance(5 * simOpts.Interval)
+		if err := s.settled(); err != nil {
+			t.Fatal(err)
+		}
+		// b leaves: replicas change, so every pair changes, and a must let go
+		// for an interval before it holds 0 of 1.
+		if err := s.stop(b); err != nil {
+			t.Fatal(err)
+		}
+		lostAt := time.Time{}
+		for range 200 {
+			s.advance(simOpts.Interval / 20)
+			if _, ok := a.l.Current(); !ok && lostAt.IsZero() {
+				lostAt = time.Now()
+			}
+			if got, ok := a.l.Current(); ok && got.Replicas == 1 {
+				break
+			}
+		}
+		if lostAt.IsZero() {
+			t.Fatalf("worker a never stood down after the group shrank")
+		}
+		if got, ok := a.l.Current(); !ok || got.Replicas != 1 || got.Index != 0 {
+			t.Fatalf("worker a holds %+v, %v; want index 0 of 1", got, ok)
+		}
+		s.stopAll()
+		s.verify()
+	})
+}
+
+func TestHungRegistrationNeverKeepsLeasePastDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newSim(t, simOpts, 4)
+		ws := []*simWorker{s.join(), s.join(), s.join()}
+		s.advance(5 * simOpts.Interval)
+		if err := s.settled(); err != nil {
+			t.Fatal(err)
+		}
+		hung := ws[1]
+		term := hung.l.Term()
+		if term == nil {
+			t.Fatal("no term")
+		}
+		release := make(chan struct{})
+		hung.k.set(func(k *link) { k.hold = release })
+		// Its current deadline is the latest it may hold; sampling shows
+		// Current() false from then on even though every call hangs.
+		deadline := term.Deadline()
+		for time.Now().Before(deadline.Add(3 * simOpts.Interval)) {
+			s.advance(s.step)
+			if _, ok := hung.l.Current(); ok && !time.Now().Before(deadline) {
+				t.Fatalf("worker holds at %v, past its deadline %v, while its registrations hang", time.Now(), deadline)
+			}
+		}
+		select {
+		case <-term.Done():
+			if !errors.Is(term.Err(), ErrExpired) {
+				t.Errorf("term ended with %v; want ErrExpired", term.Err())
+			}
+		default:
+			t.Fatalf("term not ended after its deadline")
+		}
+		// Run returns at once even while its calls hang.
+		if err := s.stop(hung); err != nil {
+			t.Errorf("Run: %v", err)
+		}
+		close(release)
+		s.advance(6 * simOpts.Interval)
+		if err := s.settled(); err != nil {
+			t.Errorf("the rest of the group did not re-form: %v", err)
+		}
+		s.stopAll()
+		s.verify()
+	})
+}
+
+func TestLostReplyNeverCountsTwice(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newSim(t, simOpts, 5)
+		w := s.join()
+		w.k.set(func(k *link) { k.drop = true })
+		s.advance(3 * simOpts.Interval)
+		w.k.set(func(k *link) { k.drop = false })
+		s.advance(4 * simOpts.Interval)
+		now := time.Now().UnixMicro() / simOpts.Interval.Microseconds()
+		for n := now - 4; n < now; n++ {
+			if c := s.st.count(n); c > 1 {
+				t.Errorf("interval %d counted %d registrations of one worker; want at most 1", n, c)
+			}
+		}
+		if s.st.executed <= s.st.count(now-1)+s.st.count(now-2) {
+			t.Fatalf("the store ran %d calls: the fault did not take", s.st.executed)
+		}
+		if _, ok := w.l.Current(); !ok {
+			t.Errorf("the worker does not hold 0 of 1 after the link recovered")
+		}
+		s.stopAll()
+		s.verify()
+	})
+}
+
+func TestStoreRestartNeverProducesTwoHolders(t *testing.T) {
+	// The store restarts empty at several points of an interval, and its
+	// clock steps back across the restart by several amounts (the worst
+	// case: its interval numbers no longer follow on from the old ones).
+	for _, back := range []float64{0, 0.3, 0.6, 0.9, 1.4} {
+		for _, at := range []float64{0.05, 0.3, 0.5, 0.7, 0.95} {
+			t.Run(fmt.Sprintf("back=%gI/at=%gI", back, at), func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					s := newSim(t, simOpts, 6)
+					for range 6 {
+						s.join()
+					}
+					s.advance(5 * simOpts.Interval)
+					if err := s.settled(); err != nil {
+						t.Fatal(err)
+					}
+					iv := simOpts.Interval
+					s.advance(iv - time.Duration(time.Now().UnixNano()%int64(iv)) + time.Duration(at*float64(iv)))
+					s.st.restart()
+					s.st.skew = -time.Duration(back * float64(iv))
+					s.advance(10 * iv)
+					if lost := s.lostCount(); lost[ErrGenerationChanged.Error()] == 0 {
+						t.Errorf("terms lost: %v; want some ended by the new generation", lost)
+					}
+					if err := s.settled(); err != nil {
+						t.Errorf("after the restart: %v", err)
+					}
+					s.stopAll()
+					s.verify()
+				})
+			})
+		}
+	}
+}
+
+func TestWorkerWithOtherSettingsIsRefused(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newSim(t, simOpts, 7)
+		for range 3 {
+			s.join()
+		}
+		s.advance(5 * simOpts.Interval)
+		other := simOpts
+		other.Interval = 300 * time.Millisecond
+		w := s.start(other.withDefaults())
+		s.advance(simOpts.Interval)
+		select {
+		case err := <-w.done:
+			var se *SettingsError
+			if !errors.Is(err, ErrSettingsMismatch) || !errors.As(err, &se) {
+				t.Fatalf("Run: %v; want an error wrapping ErrSettingsMismatch", err)
+			}
+			if se.GroupInterval != simOpts.Interval {
+				t.Errorf("error names the group's interval %v; want %v", se.GroupInterval, simOpts.Interval)
+			}
+			delete(s.ws, w.id)
+		default:
+			t.Fatal("Run of a worker with another interval did not return")
+		}
+		if _, ok := s.firstAcquired(w.id); ok {
+			t.Errorf("the refused worker held a share")
+		}
+		s.advance(5 * simOpts.Interval)
+		if lost := s.lostCount(); len(lost) != 0 {
+			t.Errorf("the group was disturbed: %v", lost)
+		}
+		s.stopAll()
+		s.verify()
+	})
+}
+
+func TestNextAndTermEvents(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newSim(t, simOpts, 8)
+		w := s.join()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*simOpts.Interval)
+		defer cancel()
+		got := make(chan *Term, 1)
+		go func() {
+			term, err := w.l.Next(ctx)
+			if err != nil {
+				t.Errorf("Next: %v", err)
+			}
+			got <- term
+		}()
+		s.advance(5 * simOpts.Interval)
+		term := <-got
+		if term == nil || term.Assignment().Replicas != 1 {
+			t.Fatalf("Next returned %v", term)
+		}
+		d0 := term.Deadline()
+		s.advance(simOpts.Interval)
+		select {
+		case d := <-term.Renewed():
+			if !d.After(d0) {
+				t.Errorf("renewed deadline %v not after %v", d, d0)
+			}
+		default:
+			t.Errorf("no renewal within an interval")
+		}
+		if err := s.stop(w); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-term.Done():
+		default:
+			t.Fatal("term not done after Run returned")
+		}
+		if !errors.Is(term.Err(), ErrStopped) {
+			t.Errorf("term ended with %v; want ErrStopped", term.Err())
+		}
+		if _, err := w.l.Next(context.Background()); !errors.Is(err, ErrStopped) {
+			t.Errorf("Next after Run: %v; want ErrStopped", err)
+		}
+		if err := w.l.Run(context.Background()); !errors.Is(err, ErrAlreadyRunning) {
+			t.Errorf("second Run: %v; want ErrAlreadyRunning", err)
+		}
+		s.verify()
+	})
+}
+
+// A paused process: the lease's own goroutine does not run, yet Current()
+// says nothing is held once the deadline has passed on the monotonic clock.
+func TestCurrentChecksTheClockEvenWhenRunIsStalled(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newSim(t, simOpts, 9)
+		w := s.join()
+		stall := make(chan struct{})
+		stalled := false
+		record := w.l.trace
+		w.l.trace = func(ev traceEvent) {
+			record(ev)
+			if ev.kind == traceRenewed && !stalled {
+				stalled = true
+				<-stall // the Run goroutine stops here
+			}
+		}
+		s.advance(6 * simOpts.Interval)
+		if !stalled {
+			t.Fatal("no renewal happened")
+		}
+		a, ok := w.l.Current()
+		if ok {
+			t.Fatalf("Current() = %+v while the Run goroutine has been stalled for intervals; want nothing held", a)
+		}
+		close(stall)
+		s.advance(5 * simOpts.Interval)
+		if _, ok := w.l.Current(); !ok {
+			t.Errorf("after the stall ended the worker did not hold again")
+		}
+		s.stopAll()
+		s.verify()
+	})
+}

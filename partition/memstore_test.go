@@ -1,0 +1,139 @@
+package partition
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// memStore is an in-memory store with the script's semantics (register.lua),
+// on the process clock, so that under testing/synctest it runs on fake
+// time. It is for tests of pure logic; the guarantees are proven against a
+// real redis-server in the integration tests.
+type memStore struct {
+	mu       sync.Mutex
+	skew     time.Duration // the store's clock runs this far ahead of the process clock
+	hasMeta  bool
+	iv, ppm  int64
+	tmax     int64
+	nonce    string
+	run      int // restarts: part of the generation, as run_id is
+	counters map[int64]int
+	regs     map[int64]map[string]int
+	calls    int
+	executed int
+}
+
+func newMemStore() *memStore {
+	return &memStore{counters: map[int64]int{}, regs: map[int64]map[string]int{}}
+}
+
+var errDropped = errors.New("memstore: reply dropped")
+
+// restart loses every key and changes the run id, as a redis-server
+// restarted without persistence does.
+func (s *memStore) restart() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.hasMeta, s.tmax, s.nonce = false, 0, ""
+	s.counters, s.regs = map[int64]int{}, map[int64]map[string]int{}
+	s.run++
+}
+
+func (s *memStore) count(n int64) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.counters[n]
+}
+
+func (s *memStore) exec(iv, ppm int64, token, nonce string, probe bool) (reply, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.executed++
+	if s.hasMeta && (s.iv != iv || s.ppm != ppm) {
+		return reply{}, &SettingsError{GroupInterval: time.Duration(s.iv) * time.Microsecond, GroupGap: float64(s.ppm) / 1e6}
+	}
+	T := time.Now().Add(s.skew).UnixMicro()
+	T = max(T, s.tmax)
+	N := T / iv
+	o := T - N*iv
+	if !s.hasMeta || s.nonce == "" {
+		s.nonce = nonce
+	}
+	s.hasMeta, s.iv, s.ppm, s.tmax = true, iv, ppm, T
+	gen := s.nonce + ":" + strconv.Itoa(s.run)
+	// Old intervals expire.
+	for n := range s.counters {
+		if n < N-4 {
+			delete(s.counters, n)
+			delete(s.regs, n)
+		}
+	}
+	if probe {
+		return reply{interval: N, offset: o, now: T, gen: gen}, nil
+	}
+	n := N
+	idx, ok := s.regs[N][token]
+	if !ok {
+		idx, ok = s.regs[N-1][token]
+		n = N - 1
+	}
+	if !ok {
+		lo := gapMicros(iv, ppm)
+		if o < lo || o > iv-lo {
+			return reply{interval: N, offset: o, now: T, gen: gen}, nil
+		}
+		n = N
+		s.counters[N]++
+		idx = s.counters[N]
+		if s.regs[N] == nil {
+			s.regs[N] = map[string]int{}
+		}
+		s.regs[N][token] = idx
+	}
+	return reply{registered: true, interval: n, offset: o, now: T, gen: gen, index: idx - 1, prevCount: s.counters[n-1]}, nil
+}
+
+// link is one worker's way to the store, with faults. Delays and hangs
+// ignore ctx, as a go-redis client without ContextTimeoutEnabled does.
+type link struct {
+	s        *memStore
+	iv, ppm  int64
+	mu       sync.Mutex
+	reqDelay time.Duration
+	repDelay time.Duration
+	hold     chan struct{} // non-nil: calls block until it is closed
+	drop     bool          // the store runs the call, the reply is lost
+	down     bool          // calls fail at once
+}
+
+func (k *link) set(f func(k *link)) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	f(k)
+}
+
+func (k *link) register(ctx context.Context, token, nonce string, probe bool) (reply, error) {
+	k.mu.Lock()
+	req, rep, hold, drop, down := k.reqDelay, k.repDelay, k.hold, k.drop, k.down
+	k.mu.Unlock()
+	k.s.mu.Lock()
+	k.s.calls++
+	k.s.mu.Unlock()
+	if down {
+		return reply{}, fmt.Errorf("memstore: connection refused")
+	}
+	if hold != nil {
+		<-hold
+	}
+	time.Sleep(req)
+	r, err := k.s.exec(k.iv, k.ppm, token, nonce, probe)
+	time.Sleep(rep)
+	if drop {
+		return reply{}, errDropped
+	}
+	return r, err
+}

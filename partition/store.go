@@ -1,0 +1,168 @@
+package partition
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+//go:embed register.lua
+var registerSource string
+
+var registerScript = redis.NewScript(registerSource)
+
+// reply is what one call of the script answered. Times are server
+// microseconds.
+type reply struct {
+	registered bool   // false: a probe, or outside the window
+	interval   int64  // the interval registered in (registered), else the current one
+	offset     int64  // offset of now in the current interval
+	now        int64  // server time, clamped monotonic per group
+	gen        string // store generation
+	index      int    // 0-based index in interval (registered)
+	prevCount  int    // count of interval-1, final (registered)
+}
+
+// store is what the lease needs of Redis: one registration call with the
+// script's semantics. The real one is redisStore; tests use an in-memory one.
+type store interface {
+	register(ctx context.Context, token, nonce string, probe bool) (reply, error)
+}
+
+type redisStore struct {
+	client   redis.UniversalClient
+	meta     string
+	settings []any // interval_us, gap_ppm
+	wait     int
+	waitTime time.Duration
+	name     string
+	interval time.Duration
+	gap      float64
+}
+
+func (s *redisStore) register(ctx context.Context, token, nonce string, probe bool) (reply, error) {
+	mode := "reg"
+	if probe {
+		mode = "probe"
+	}
+	args := []any{s.settings[0], s.settings[1], token, nonce, mode}
+	var v any
+	var err error
+	if s.wait > 0 && !probe {
+		v, err = s.registerAndWait(ctx, args)
+	} else {
+		v, err = registerScript.Run(ctx, s.client, []string{s.meta}, args...).Result()
+	}
+	if err != nil {
+		return reply{}, err
+	}
+	return s.parse(v)
+}
+
+// registerAndWait sends the script and WAIT on one connection, so WAIT
+// covers the script's writes.
+func (s *redisStore) registerAndWait(ctx context.Context, args []any) (any, error) {
+	var node *redis.Client
+	switch c := s.client.(type) {
+	case *redis.Client:
+		node = c
+	case *redis.ClusterClient:
+		n, err := c.MasterForKey(ctx, s.meta)
+		if err != nil {
+			return nil, err
+		}
+		node = n
+	default:
+		return nil, fmt.Errorf("%w: WaitReplicas needs a *redis.Client or *redis.ClusterClient, got %T", ErrInvalidOptions, s.client)
+	}
+	for loaded := false; ; loaded = true {
+		pipe := node.Pipeline()
+		eval := registerScript.EvalSha(ctx, pipe, []string{s.meta}, args...)
+		wait := pipe.Do(ctx, "WAIT", s.wait, s.waitTime.Milliseconds())
+		_, _ = pipe.Exec(ctx)
+		if err := eval.Err(); err != nil {
+			if !loaded && redis.HasErrorPrefix(err, "NOSCRIPT") {
+				if err := registerScript.Load(ctx, node).Err(); err != nil {
+					return nil, err
+				}
+				continue
+			}
+			return nil, err
+		}
+		acked, err := wait.Int()
+		if err != nil {
+			return nil, fmt.Errorf("partition: WAIT after registration: %w", err)
+		}
+		if acked < s.wait {
+			return nil, fmt.Errorf("partition: registration acknowledged by %d of %d replicas within %v", acked, s.wait, s.waitTime)
+		}
+		return eval.Val(), nil
+	}
+}
+
+func (s *redisStore) parse(v any) (reply, error) {
+	a, ok := v.([]any)
+	if !ok || len(a) == 0 {
+		return reply{}, fmt.Errorf("partition: unexpected script reply %v", v)
+	}
+	status, _ := a[0].(string)
+	bad := func() (reply, error) { return reply{}, fmt.Errorf("partition: unexpected script reply %v", v) }
+	switch status {
+	case "settings":
+		if len(a) != 3 {
+			return bad()
+		}
+		iv, err1 := toInt(a[1])
+		gp, err2 := toInt(a[2])
+		if err1 != nil || err2 != nil {
+			return bad()
+		}
+		return reply{}, &SettingsError{
+			Group:          s.name,
+			GroupInterval:  time.Duration(iv) * time.Microsecond,
+			GroupGap:       float64(gp) / 1e6,
+			WorkerInterval: s.interval,
+			WorkerGap:      s.gap,
+		}
+	case "time", "ok":
+		want := 5
+		if status == "ok" {
+			want = 7
+		}
+		if len(a) != want {
+			return bad()
+		}
+		var r reply
+		var errs [6]error
+		r.interval, errs[0] = toInt(a[1])
+		r.offset, errs[1] = toInt(a[2])
+		r.now, errs[2] = toInt(a[3])
+		r.gen, _ = a[4].(string)
+		if status == "ok" {
+			var idx, cnt int64
+			idx, errs[3] = toInt(a[5])
+			cnt, errs[4] = toInt(a[6])
+			r.registered, r.index, r.prevCount = true, int(idx), int(cnt)
+		}
+		if err := errors.Join(errs[:]...); err != nil || r.gen == "" {
+			return bad()
+		}
+		return r, nil
+	}
+	return bad()
+}
+
+func toInt(v any) (int64, error) {
+	switch x := v.(type) {
+	case int64:
+		return x, nil
+	case string:
+		return strconv.ParseInt(x, 10, 64)
+	}
+	return 0, fmt.Errorf("not an integer: %v", v)
+}

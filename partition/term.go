@@ -1,0 +1,110 @@
+package partition
+
+import (
+	"sync"
+	"time"
+)
+
+// Assignment is a held share of the work: the tasks with
+// id % Replicas == Index.
+type Assignment struct {
+	Index, Replicas int
+
+	// Token is a fencing token: successive holders of any task hold
+	// strictly increasing tokens, so a store that remembers the highest
+	// token it accepted for a task can refuse a write from a holder that
+	// woke up late. It is the interval number in which the term began and
+	// stays the same through renewals.
+	Token int64
+}
+
+// Owns reports whether the task with this id belongs to the assignment.
+// The zero Assignment owns nothing.
+func (a Assignment) Owns(id uint64) bool {
+	return a.Replicas > 0 && id%uint64(a.Replicas) == uint64(a.Index)
+}
+
+// A Term is one continuous holding of an Assignment: from its acquisition,
+// through any number of renewals, to its end. All methods are safe for
+// concurrent use, and no channel of a Term ever blocks the lease.
+type Term struct {
+	a       Assignment
+	start   time.Time
+	done    chan struct{}
+	renewed chan time.Time // capacity 1, holds the latest deadline
+
+	mu       sync.Mutex
+	deadline time.Time
+	err      error
+}
+
+func newTerm(a Assignment, start, deadline time.Time) *Term {
+	return &Term{a: a, start: start, deadline: deadline, done: make(chan struct{}), renewed: make(chan time.Time, 1)}
+}
+
+// Assignment is what the term holds.
+func (t *Term) Assignment() Assignment { return t.a }
+
+// Start is when the term began (local clock).
+func (t *Term) Start() time.Time { return t.start }
+
+// Deadline is when the term runs out unless renewed first (local clock,
+// with a monotonic reading). Each renewal moves it later.
+func (t *Term) Deadline() time.Time {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.deadline
+}
+
+// Renewed receives the new deadline at each renewal. It keeps only the
+// latest one: a reader that falls behind sees the newest deadline, never a
+// stale one.
+func (t *Term) Renewed() <-chan time.Time { return t.renewed }
+
+// Done is closed when the term ends. Err then says why.
+func (t *Term) Done() <-chan struct{} { return t.done }
+
+// Err is nil while the term is live and then one of ErrMappingChanged,
+// ErrExpired, ErrGenerationChanged or ErrStopped (match with errors.Is).
+func (t *Term) Err() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.err
+}
+
+// Held reports whether the term holds at this instant: it has not ended and
+// its deadline has not passed on the monotonic clock. A process that was
+// paused past the deadline sees false here before any goroutine of the
+// lease has run.
+func (t *Term) Held() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.err == nil && time.Now().Before(t.deadline)
+}
+
+func (t *Term) renew(deadline time.Time) {
+	t.mu.Lock()
+	if t.err != nil || !deadline.After(t.deadline) {
+		t.mu.Unlock()
+		return
+	}
+	t.deadline = deadline
+	t.mu.Unlock()
+	select {
+	case <-t.renewed:
+	default:
+	}
+	t.renewed <- deadline
+}
+
+// end ends the term with err; it reports whether this call ended it.
+func (t *Term) end(err error) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.err != nil {
+		return false
+	}
+	t.err = err
+	close(t.done)
+	return true
+}
