@@ -1,0 +1,318 @@
+// Package redistest starts real Redis servers for tests and lets a test
+// kill, restart, replicate, cluster and cut them.
+//
+// Where a server comes from, in order: a redis-server binary on PATH
+// (started on an ephemeral loopback port, in a temporary directory, without
+// persistence unless asked); else a container from testcontainers-go when a
+// Docker engine answers; else the address in NANDI_REDIS_ADDR. When none is
+// available the test fails with a message that says how to provide one: it
+// never skips. A test that needs to control the process (kill, restart,
+// replicas, cluster) fails clearly when the server is not one it started.
+package redistest
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/testcontainers/testcontainers-go"
+	tcredis "github.com/testcontainers/testcontainers-go/modules/redis"
+)
+
+// EnvAddr names the environment variable read when there is neither a
+// redis-server binary nor a Docker engine.
+const EnvAddr = "NANDI_REDIS_ADDR"
+
+type source int
+
+const (
+	fromBinary source = iota + 1
+	fromDocker
+	fromEnv
+)
+
+var (
+	findOnce sync.Once
+	found    source
+	binary   string
+	cliPath  string
+	findErr  error
+)
+
+func find() (source, error) {
+	findOnce.Do(func() {
+		if p, err := exec.LookPath("redis-server"); err == nil {
+			binary, found = p, fromBinary
+			cliPath, _ = exec.LookPath("redis-cli")
+			return
+		}
+		if dockerHealthy() {
+			found = fromDocker
+			return
+		}
+		if os.Getenv(EnvAddr) != "" {
+			found = fromEnv
+			return
+		}
+		findErr = fmt.Errorf("redistest: no Redis to test against: install redis-server (Debian: apt-get install -y redis-server), " +
+			"or start a Docker engine for testcontainers-go, or set " + EnvAddr + "=host:port to a server the tests may flush")
+	})
+	return found, findErr
+}
+
+func dockerHealthy() bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	p, err := testcontainers.ProviderDefault.GetProvider()
+	if err != nil {
+		return false
+	}
+	defer p.Close()
+	return p.Health(ctx) == nil
+}
+
+// Server is one Redis server.
+type Server struct {
+	t    testing.TB
+	src  source
+	addr string
+	port int
+	dir  string
+	args []string
+
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+	exit chan struct{}
+	ctr  *tcredis.RedisContainer
+}
+
+// Start starts a server (see the package doc for where it comes from) and
+// stops it when the test ends. args are extra redis-server arguments, as
+// "--appendonly", "yes".
+func Start(t testing.TB, args ...string) *Server {
+	t.Helper()
+	src, err := find()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Server{t: t, src: src, args: args}
+	switch src {
+	case fromBinary:
+		s.dir = t.TempDir()
+		s.port = freePort(t)
+		s.addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port))
+		s.startProcess()
+		t.Cleanup(s.Kill)
+	case fromDocker:
+		ctx := context.Background()
+		ctr, err := tcredis.Run(ctx, "redis:7", testcontainers.WithCmdArgs(args...))
+		if err != nil {
+			t.Fatalf("redistest: starting a Redis container: %v", err)
+		}
+		t.Cleanup(func() { _ = ctr.Terminate(context.Background()) })
+		s.ctr = ctr
+		s.addr = s.containerAddr()
+	case fromEnv:
+		s.addr = os.Getenv(EnvAddr)
+		c := redis.NewClient(&redis.Options{Addr: s.addr})
+		defer c.Close()
+		if err := c.FlushAll(context.Background()).Err(); err != nil {
+			t.Fatalf("redistest: %s=%s: %v", EnvAddr, s.addr, err)
+		}
+	}
+	return s
+}
+
+func (s *Server) containerAddr() string {
+	cs, err := s.ctr.ConnectionString(context.Background())
+	if err != nil {
+		s.t.Fatalf("redistest: container address: %v", err)
+	}
+	return strings.TrimPrefix(cs, "redis://")
+}
+
+// Addr is host:port.
+func (s *Server) Addr() string { return s.addr }
+
+// Port is the server's port.
+func (s *Server) Port() int { return s.port }
+
+// Client returns a new client for the server, closed when the test ends.
+func (s *Server) Client(opts ...func(*redis.Options)) *redis.Client {
+	o := &redis.Options{Addr: s.addr}
+	for _, f := range opts {
+		f(o)
+	}
+	c := redis.NewClient(o)
+	s.t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+func (s *Server) needProcess(what string) {
+	s.t.Helper()
+	if s.src != fromBinary {
+		s.t.Fatalf("redistest: this test must %s the server, which needs a redis-server binary on PATH (Debian: apt-get install -y redis-server); the server here is not one the test can control", what)
+	}
+}
+
+func (s *Server) startProcess() {
+	s.t.Helper()
+	args := append([]string{
+		"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
+		"--dir", s.dir, "--save", "", "--appendonly", "no",
+		"--daemonize", "no", "--logfile", filepath.Join(s.dir, "redis.log"),
+	}, s.args...)
+	var lastErr error
+	for range 3 {
+		cmd := exec.Command(binary, args...)
+		if err := cmd.Start(); err != nil {
+			s.t.Fatalf("redistest: starting %s: %v", binary, err)
+		}
+		exit := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(exit) }()
+		s.mu.Lock()
+		s.cmd, s.exit = cmd, exit
+		s.mu.Unlock()
+		if lastErr = s.waitReady(exit); lastErr == nil {
+			return
+		}
+		s.Kill()
+	}
+	s.t.Fatalf("redistest: redis-server on port %d did not answer: %v; log:\n%s", s.port, lastErr, s.Log())
+}
+
+func (s *Server) waitReady(exit chan struct{}) error {
+	c := redis.NewClient(&redis.Options{Addr: s.addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
+	defer c.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err := c.Ping(context.Background()).Err()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-exit:
+			return fmt.Errorf("redis-server exited")
+		default:
+		}
+		if time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Log returns the server's log file (binary servers only).
+func (s *Server) Log() string {
+	b, _ := os.ReadFile(filepath.Join(s.dir, "redis.log"))
+	return string(b)
+}
+
+// Kill kills the server with SIGKILL and waits for it to exit.
+func (s *Server) Kill() {
+	s.mu.Lock()
+	cmd, exit := s.cmd, s.exit
+	s.cmd = nil
+	s.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	_ = cmd.Process.Kill()
+	<-exit
+}
+
+// Restart kills the server and starts it again on the same port. Without
+// persistence it comes back empty, with a new run_id.
+func (s *Server) Restart() {
+	s.t.Helper()
+	if s.src == fromDocker {
+		ctx := context.Background()
+		timeout := time.Duration(0)
+		if err := s.ctr.Stop(ctx, &timeout); err != nil {
+			s.t.Fatalf("redistest: stopping the container: %v", err)
+		}
+		if err := s.ctr.Start(ctx); err != nil {
+			s.t.Fatalf("redistest: starting the container: %v", err)
+		}
+		s.addr = s.containerAddr()
+		return
+	}
+	s.needProcess("restart")
+	s.Kill()
+	s.startProcess()
+}
+
+// Do runs one command on the server with a fresh connection.
+func (s *Server) Do(args ...any) (any, error) {
+	c := redis.NewClient(&redis.Options{Addr: s.addr, MaxRetries: -1})
+	defer c.Close()
+	return c.Do(context.Background(), args...).Result()
+}
+
+// StartReplica starts a replica of master and waits until it is in sync.
+func StartReplica(t testing.TB, master *Server, args ...string) *Server {
+	t.Helper()
+	master.needProcess("replicate")
+	host, port, _ := net.SplitHostPort(master.addr)
+	r := Start(t, append([]string{"--replicaof", host, port}, args...)...)
+	WaitFor(t, 10*time.Second, "the replica to sync", func() bool {
+		info, err := r.Do("INFO", "replication")
+		return err == nil && strings.Contains(fmt.Sprint(info), "master_link_status:up")
+	})
+	return r
+}
+
+// Promote makes a replica a master (REPLICAOF NO ONE).
+func (s *Server) Promote() {
+	s.t.Helper()
+	if _, err := s.Do("REPLICAOF", "NO", "ONE"); err != nil {
+		s.t.Fatalf("redistest: promoting: %v", err)
+	}
+}
+
+// Info returns one field of INFO.
+func (s *Server) Info(field string) string {
+	v, err := s.Do("INFO")
+	if err != nil {
+		return ""
+	}
+	sc := bufio.NewScanner(strings.NewReader(fmt.Sprint(v)))
+	for sc.Scan() {
+		if k, val, ok := strings.Cut(strings.TrimSpace(sc.Text()), ":"); ok && k == field {
+			return val
+		}
+	}
+	return ""
+}
+
+// WaitFor polls cond until it holds, failing the test after timeout.
+func WaitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func freePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("redistest: no free port: %v", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
