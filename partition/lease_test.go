@@ -156,8 +156,8 @@ func TestLostReplyNeverCountsTwice(t *testing.T) {
 				t.Errorf("interval %d counted %d registrations of one worker; want at most 1", n, c)
 			}
 		}
-		if s.st.executed <= s.st.count(now-1)+s.st.count(now-2) {
-			t.Fatalf("the store ran %d calls: the fault did not take", s.st.executed)
+		if n := s.st.executedCalls(); n <= s.st.count(now-1)+s.st.count(now-2) {
+			t.Fatalf("the store ran %d calls: the fault did not take", n)
 		}
 		if _, ok := w.l.Current(); !ok {
 			t.Errorf("the worker does not hold 0 of 1 after the link recovered")
@@ -186,7 +186,7 @@ func TestStoreRestartNeverProducesTwoHolders(t *testing.T) {
 					iv := simOpts.Interval
 					s.advance(iv - time.Duration(time.Now().UnixNano()%int64(iv)) + time.Duration(at*float64(iv)))
 					s.st.restart()
-					s.st.skew = -time.Duration(back * float64(iv))
+					s.st.step(-time.Duration(back * float64(iv)))
 					s.advance(10 * iv)
 					if lost := s.lostCount(); lost[ErrGenerationChanged.Error()] == 0 {
 						t.Errorf("terms lost: %v; want some ended by the new generation", lost)

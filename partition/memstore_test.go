@@ -43,6 +43,19 @@ func (s *memStore) restart() {
 	s.run++
 }
 
+// step moves the store's clock by d.
+func (s *memStore) step(d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.skew += d
+}
+
+func (s *memStore) executedCalls() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.executed
+}
+
 func (s *memStore) count(n int64) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()

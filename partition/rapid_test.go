@@ -106,9 +106,7 @@ func runScenario(t *testing.T, seed uint64, steps []action) (failure string) {
 			if step > 0 {
 				step = time.Duration(float64(step) / (0.5 * float64(iv)) * simOpts.Gap * 0.9 * float64(iv))
 			}
-			s.st.mu.Lock()
-			s.st.skew += step
-			s.st.mu.Unlock()
+			s.st.step(step)
 		}
 		s.advance(d + iv/10)
 		if bad := append(s.overlaps(), s.bad...); len(bad) > 0 {

@@ -1,0 +1,3 @@
+// Package examples holds runnable programs, one per directory (the
+// mail-sender first). Not built yet.
+package examples
