@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nandi-go/nandi/internal/leasecheck"
 	"github.com/nandi-go/nandi/internal/redistest"
 	"github.com/nandi-go/nandi/partition"
 	"github.com/redis/go-redis/v9"
@@ -102,21 +103,8 @@ func (g *group) sampler() {
 			return
 		case <-tick.C:
 		}
-		byIndex := map[int]int{}
-		replicas := -1
-		for _, w := range g.workers() {
-			a, ok := w.l.Current()
-			if !ok {
-				continue
-			}
-			if other, dup := byIndex[a.Index]; dup {
-				g.fail("at %s workers %d and %d both hold index %d (%+v)", time.Now().Format("15:04:05.000"), other, w.id, a.Index, a)
-			}
-			byIndex[a.Index] = w.id
-			if replicas >= 0 && replicas != a.Replicas {
-				g.fail("at %s two values of replicas are live: %d and %d", time.Now().Format("15:04:05.000"), replicas, a.Replicas)
-			}
-			replicas = a.Replicas
+		for _, bad := range leasecheck.Exclusive(g.held()) {
+			g.fail("at %s %s", time.Now().Format("15:04:05.000"), bad)
 		}
 		g.mu.Lock()
 		g.n++
@@ -132,25 +120,17 @@ func (g *group) fail(format string, args ...any) {
 	}
 }
 
-// settledErr is nil when the live workers hold a complete partition.
-func (g *group) settledErr() error {
-	ws := g.workers()
-	seen := map[int]bool{}
-	for _, w := range ws {
+func (g *group) held() []leasecheck.Held {
+	var out []leasecheck.Held
+	for _, w := range g.workers() {
 		a, ok := w.l.Current()
-		if !ok {
-			return fmt.Errorf("worker %d holds nothing", w.id)
-		}
-		if a.Replicas != len(ws) {
-			return fmt.Errorf("worker %d holds %d of %d; want replicas %d", w.id, a.Index, a.Replicas, len(ws))
-		}
-		seen[a.Index] = true
+		out = append(out, leasecheck.Held{Worker: w.id, Index: a.Index, Replicas: a.Replicas, OK: ok})
 	}
-	if len(seen) != len(ws) {
-		return fmt.Errorf("%d workers hold %d distinct indexes", len(ws), len(seen))
-	}
-	return nil
+	return out
 }
+
+// settledErr is nil when the live workers hold a complete partition.
+func (g *group) settledErr() error { return leasecheck.Complete(g.held()) }
 
 // waitSettled waits until the group holds a complete partition, failing
 // after the given number of intervals.

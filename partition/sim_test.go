@@ -10,6 +10,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/nandi-go/nandi/internal/leasecheck"
 )
 
 // sim runs a group of leases on a memStore inside a synctest bubble, records
@@ -134,25 +136,18 @@ func (s *sim) advance(d time.Duration) {
 }
 
 func (s *sim) sample() {
-	byIndex := map[int]int{}
-	replicas := -1
+	for _, bad := range leasecheck.Exclusive(s.held()) {
+		s.fail("at %v %s", time.Now().Format("15:04:05.000"), bad)
+	}
+}
+
+func (s *sim) held() []leasecheck.Held {
+	var out []leasecheck.Held
 	for _, w := range s.sorted() {
 		a, ok := w.l.Current()
-		if !ok {
-			continue
-		}
-		if other, dup := byIndex[a.Index]; dup {
-			s.fail("at %v workers %d and %d both hold index %d", time.Now().Format("15:04:05.000"), other, w.id, a.Index)
-		}
-		byIndex[a.Index] = w.id
-		if replicas >= 0 && replicas != a.Replicas {
-			s.fail("at %v two values of replicas are live: %d and %d", time.Now().Format("15:04:05.000"), replicas, a.Replicas)
-		}
-		replicas = a.Replicas
-		if a.Index < 0 || a.Index >= a.Replicas {
-			s.fail("worker %d holds index %d of %d", w.id, a.Index, a.Replicas)
-		}
+		out = append(out, leasecheck.Held{Worker: w.id, Index: a.Index, Replicas: a.Replicas, OK: ok})
 	}
+	return out
 }
 
 func (s *sim) fail(format string, args ...any) {
@@ -201,24 +196,7 @@ func (s *sim) overlaps() []string {
 
 // settled asserts that the live workers hold a complete partition: n
 // workers hold indexes 0..n-1 of n.
-func (s *sim) settled() error {
-	ws := s.sorted()
-	seen := map[int]bool{}
-	for _, w := range ws {
-		a, ok := w.l.Current()
-		if !ok {
-			return fmt.Errorf("worker %d holds nothing; want a share of %d", w.id, len(ws))
-		}
-		if a.Replicas != len(ws) {
-			return fmt.Errorf("worker %d holds %d of %d; want replicas %d", w.id, a.Index, a.Replicas, len(ws))
-		}
-		seen[a.Index] = true
-	}
-	if len(seen) != len(ws) {
-		return fmt.Errorf("%d workers hold %d distinct indexes", len(ws), len(seen))
-	}
-	return nil
-}
+func (s *sim) settled() error { return leasecheck.Complete(s.held()) }
 
 func (s *sim) verify() {
 	s.t.Helper()
