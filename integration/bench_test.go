@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"slices"
 	"strconv"
@@ -90,7 +91,7 @@ func (g *benchGroup) stop() { g.remove(len(g.ws)) }
 func evalCalls(srv *redistest.Server) int64 {
 	var n int64
 	for _, cmd := range []string{"cmdstat_evalsha", "cmdstat_eval"} {
-		v := srv.Info(cmd)
+		v := srv.InfoSection("commandstats", cmd)
 		if i := strings.Index(v, "calls="); i >= 0 {
 			s := v[i+6:]
 			if j := strings.IndexByte(s, ','); j >= 0 {
@@ -131,19 +132,22 @@ func BenchmarkLeaseFigures(b *testing.B) {
 	for _, n := range []int{12, 100} {
 		iv := 300 * time.Millisecond
 		var start, join, leave, idleJoin, idleLeave, rtts []float64
-		for range 5 {
+		for range 7 {
+			// Start at a random phase of the interval: time to a lease
+			// depends on it.
+			time.Sleep(time.Duration(rand.Int64N(int64(iv))))
 			g := newGroup(iv)
 			calls0 := evalCalls(srv)
 			t0 := time.Now()
 			g.add(n)
 			took, _ := g.untilSettled(time.Millisecond, 10*iv)
 			start = append(start, took.Seconds()/iv.Seconds())
-			time.Sleep(3 * iv)
+			time.Sleep(3*iv + time.Duration(rand.Int64N(int64(iv))))
 			g.add(1)
 			took, idle := g.untilSettled(time.Millisecond, 10*iv)
 			join = append(join, took.Seconds()/iv.Seconds())
 			idleJoin = append(idleJoin, idle.Seconds()/iv.Seconds()/float64(n))
-			time.Sleep(3 * iv)
+			time.Sleep(3*iv + time.Duration(rand.Int64N(int64(iv))))
 			g.remove(1)
 			took, idle = g.untilSettled(time.Millisecond, 10*iv)
 			leave = append(leave, took.Seconds()/iv.Seconds())

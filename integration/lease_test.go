@@ -55,8 +55,9 @@ func TestLeaseHangingStoreExpires(t *testing.T) {
 	o := opts(t, 250*time.Millisecond)
 	proxy := redistest.NewProxy(t, srv.Addr())
 	g := newGroup(t, o, clientOf(srv))
-	g.join()
-	g.join()
+	for range 19 {
+		g.join()
+	}
 	noTimeouts := srv.Client(func(ro *redis.Options) {
 		ro.Addr, ro.ReadTimeout, ro.WriteTimeout, ro.MaxRetries = proxy.Addr(), -1, -1, -1
 	})
@@ -80,7 +81,7 @@ func TestLeaseHangingStoreExpires(t *testing.T) {
 	if a, ok := hung.l.Current(); ok {
 		t.Errorf("Current() = %+v after the deadline %v; want nothing", a, deadline)
 	}
-	// The other two stand down and re-form as a group of two.
+	// The other nineteen stand down and re-form as a group of nineteen.
 	start := time.Now()
 	hung.cancel()
 	select {
@@ -157,7 +158,7 @@ func TestLeaseRedisRestartWithoutPersistence(t *testing.T) {
 	srv := redistest.Start(t)
 	o := opts(t, 250*time.Millisecond)
 	g := newGroup(t, o, clientOf(srv))
-	for range 6 {
+	for range 20 {
 		g.join()
 	}
 	g.waitSettled(6)
@@ -195,7 +196,7 @@ func TestLeaseReplicaPromotion(t *testing.T) {
 				proxies = append(proxies, p)
 				return master.Client(func(ro *redis.Options) { ro.Addr = p.Addr() })
 			})
-			for range 5 {
+			for range 20 {
 				g.join()
 			}
 			g.waitSettled(6)
@@ -225,7 +226,7 @@ func TestLeaseOtherSettingsRefused(t *testing.T) {
 	srv := redistest.Start(t)
 	o := opts(t, 250*time.Millisecond)
 	g := newGroup(t, o, clientOf(srv))
-	for range 3 {
+	for range 20 {
 		g.join()
 	}
 	g.waitSettled(6)
@@ -271,7 +272,7 @@ func TestLeaseCluster(t *testing.T) {
 			o := opts(t, 250*time.Millisecond)
 			o.WaitReplicas = wait
 			g := newGroup(t, o, func(t *testing.T) redis.UniversalClient { return cl.Client() })
-			for range 6 {
+			for range 20 {
 				g.join()
 			}
 			g.waitSettled(6)

@@ -181,7 +181,7 @@ func (l *Lease) Run(ctx context.Context) error {
 	if !l.runs.CompareAndSwap(false, true) {
 		return ErrAlreadyRunning
 	}
-	r := &runner{l: l, ctx: ctx, results: make(chan result, maxOutstanding)}
+	r := &runner{l: l, ctx: ctx, results: make(chan result, maxOutstanding), token: l.token(), probe: true}
 	err := r.loop()
 	if t := l.liveTerm(); t != nil {
 		l.endTerm(t, ErrStopped)
@@ -244,16 +244,41 @@ type result struct {
 	err   error
 }
 
-// clockMap maps server time to local time conservatively: the server read
-// its clock no earlier than sent, so server instant x is no earlier than
-// local sent + (x - now).
+// clockMap maps server time to local time conservatively. A reply whose
+// request was sent at local s carries the server time T, read no earlier
+// than s, so server instant x is no earlier than local s + (x - T). Every
+// sample gives such a bound; the latest bound among recent samples (the
+// reply that spent least time in transit) is the tightest, so it is the one
+// used, both for deadlines and to aim registrations.
 type clockMap struct {
-	sent time.Time
-	now  int64
+	samples []clockSample
 }
 
-func (m clockMap) local(x int64) time.Time {
-	return m.sent.Add(time.Duration(x-m.now) * time.Microsecond)
+type clockSample struct {
+	base time.Time // local time of server time 0
+	recv time.Time
+}
+
+func (m *clockMap) add(sent, recv time.Time, now int64, keep time.Duration) {
+	kept := m.samples[:0]
+	for _, x := range m.samples {
+		if recv.Sub(x.recv) < keep {
+			kept = append(kept, x)
+		}
+	}
+	m.samples = append(kept, clockSample{base: sent.Add(-time.Duration(now) * time.Microsecond), recv: recv})
+}
+
+func (m *clockMap) reset() { m.samples = m.samples[:0] }
+
+func (m *clockMap) local(x int64) time.Time {
+	best := m.samples[0].base
+	for _, s := range m.samples[1:] {
+		if s.base.After(best) {
+			best = s.base
+		}
+	}
+	return best.Add(time.Duration(x) * time.Microsecond)
 }
 
 type pending struct {
@@ -268,7 +293,8 @@ type runner struct {
 	results     chan result
 	outstanding int
 
-	token   string // current registration's token; "" = probe first
+	token   string // current registration's token
+	probe   bool   // the next call only reads the clock and the last count
 	nextAt  time.Time
 	backoff time.Duration
 	failing bool
@@ -342,7 +368,7 @@ func (r *runner) attempt() {
 		return
 	}
 	r.outstanding++
-	tok, probe := r.token, r.token == ""
+	tok, probe := r.token, r.probe
 	ctx, ictx := r.ctx, l.opts.Interval
 	results := r.results
 	sent := time.Now()
@@ -387,8 +413,8 @@ func (r *runner) handle(res result) error {
 	}
 	r.backoff = 0
 	rep := res.rep
-	r.clock = clockMap{sent: res.sent, now: rep.now}
 	if rep.gen != r.gen {
+		r.clock.reset() // another server, maybe another clock
 		if r.gen != "" {
 			l.log.Warn("store generation changed", "from", r.gen, "to", rep.gen)
 			if t := l.liveTerm(); t != nil {
@@ -400,15 +426,25 @@ func (r *runner) handle(res result) error {
 		// anything the new one answered; hold nothing before then.
 		r.quarantine = res.recv.Add(2 * l.opts.Interval)
 	}
+	r.clock.add(res.sent, res.recv, rep.now, 2*l.opts.Interval)
 	if !rep.registered {
+		r.probe = false
 		r.aimAfterMiss(rep)
 		return nil
 	}
 	r.token = l.token()
 	rec := record{n: rep.interval, index: rep.index, prevCount: rep.prevCount}
 	r.remember(rec)
-	r.decide(rec, res.recv)
-	r.aim(rec.n+1, rec.index, max(rec.prevCount, rec.index+1))
+	r.decide(rec)
+	if rec.index < rec.prevCount {
+		r.aim(rec.n+1, rec.index, rec.prevCount)
+		return nil
+	}
+	// The count this worker would space itself by is only a floor (a new
+	// group, or one that grew): learn the final count of rec.n at the start
+	// of the next window and aim then, so that slots keep their order.
+	r.probe = true
+	r.aimAt((rec.n+1)*l.iv + l.lo)
 	return nil
 }
 
@@ -437,7 +473,7 @@ func (r *runner) find(n int64) (record, bool) {
 
 // decide applies the lease rule at a registration in m: hold (k, rr) iff
 // P(m-1) = P(m-2) = (k, rr), all of one generation.
-func (r *runner) decide(cur record, recv time.Time) {
+func (r *runner) decide(cur record) {
 	l := r.l
 	m := cur.n
 	newest := r.hist[len(r.hist)-1].n
@@ -512,33 +548,44 @@ func (r *runner) aim(n int64, i, count int) {
 	r.nextAt = r.clock.local(n*r.l.iv + r.l.slot(i, count))
 }
 
-// aimAfterMiss re-aims after a probe or a call outside the window: at this
-// worker's slot when it has an index, else at a random offset in the
-// window, of the current interval when its window is still ahead, else of
-// the next.
+// aimAfterMiss aims after a probe or a call outside the window. With an
+// index it aims at its slot, spaced by the last final count it knows (the
+// one in rep when it registered in the interval before); at once when the
+// slot has just passed inside the window; else at the next interval's
+// slot. Without one it aims at a random offset in the window: of the
+// current interval when enough of it is ahead, else of the next.
 func (r *runner) aimAfterMiss(rep reply) {
 	l := r.l
-	if r.token == "" {
-		r.token = l.token()
-	}
 	n := rep.interval
-	var off int64
 	if len(r.hist) > 0 {
 		last := r.hist[len(r.hist)-1]
-		off = l.slot(last.index, max(last.prevCount, last.index+1))
-		if rep.offset > off {
+		count := max(last.prevCount, last.index+1)
+		if last.n == n-1 {
+			count = max(rep.prevCount, last.index+1)
+		}
+		off := l.slot(last.index, count)
+		if last.n >= n { // never register twice in one interval
+			r.aimAt((last.n+1)*l.iv + off)
+			return
+		}
+		switch {
+		case rep.offset <= off:
+		case rep.offset >= l.lo && rep.offset < l.iv-l.lo:
+			r.nextAt = time.Now()
+			return
+		default:
 			n++
 		}
-	} else {
-		from := max(rep.offset, l.lo)
-		to := l.iv - l.lo
-		if to-from < (to-l.lo)/8 { // too little of this window left
-			n++
-			from = l.lo
-		}
-		off = from + l.rnd.Int64N(to-from+1)
+		r.aimAt(n*l.iv + off)
+		return
 	}
-	r.aimAt(n*l.iv + off)
+	from := max(rep.offset, l.lo)
+	to := l.iv - l.lo
+	if to-from < (to-l.lo)/8 { // too little of this window left
+		n++
+		from = l.lo
+	}
+	r.aimAt(n*l.iv + from + l.rnd.Int64N(to-from+1))
 }
 
 func (r *runner) aimAt(x int64) { r.nextAt = r.clock.local(x) }

@@ -86,7 +86,7 @@ func (s *memStore) exec(iv, ppm int64, token, nonce string, probe bool) (reply, 
 		}
 	}
 	if probe {
-		return reply{interval: N, offset: o, now: T, gen: gen}, nil
+		return reply{interval: N, offset: o, now: T, gen: gen, prevCount: s.counters[N-1]}, nil
 	}
 	n := N
 	idx, ok := s.regs[N][token]
@@ -97,7 +97,7 @@ func (s *memStore) exec(iv, ppm int64, token, nonce string, probe bool) (reply, 
 	if !ok {
 		lo := gapMicros(iv, ppm)
 		if o < lo || o > iv-lo {
-			return reply{interval: N, offset: o, now: T, gen: gen}, nil
+			return reply{interval: N, offset: o, now: T, gen: gen, prevCount: s.counters[N-1]}, nil
 		}
 		n = N
 		s.counters[N]++

@@ -10,7 +10,7 @@
 --
 -- Replies:
 --   {"settings", interval_us, gap_ppm}            the group runs with other settings
---   {"time", N, o, T, gen}                         probe, or outside the window: nothing changed
+--   {"time", N, o, T, gen, count_of_N_minus_1}     probe, or outside the window: nothing changed
 --   {"ok", n, o, T, gen, index, count_of_n_minus_1} registered in interval n (N or N-1)
 if redis.replicate_commands then redis.replicate_commands() end
 
@@ -50,8 +50,11 @@ end
 redis.call('HSET', meta, 'interval_us', ARGV[1], 'gap_ppm', ARGV[2], 'tmax_us', fmt(T), 'nonce', nonce)
 redis.call('PEXPIRE', meta, math.ceil(10 * I / 1000))
 
+local function idle()
+  return {'time', N, o, T, gen, tonumber(redis.call('GET', pre .. fmt(N - 1)) or '0')}
+end
 if ARGV[5] ~= 'reg' then
-  return {'time', N, o, T, gen}
+  return idle()
 end
 
 -- A token registers once: a retry whose first attempt ran returns that.
@@ -65,7 +68,7 @@ end
 if not idx then
   local lo = math.floor(I * gp / 1000000)
   if o < lo or o > I - lo then
-    return {'time', N, o, T, gen}
+    return idle()
   end
   n = N
   local ttl = math.ceil(3 * I / 1000)

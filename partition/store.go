@@ -25,7 +25,7 @@ type reply struct {
 	now        int64  // server time, clamped monotonic per group
 	gen        string // store generation
 	index      int    // 0-based index in interval (registered)
-	prevCount  int    // count of interval-1, final (registered)
+	prevCount  int    // count of interval-1, final
 }
 
 // store is what the lease needs of Redis: one registration call with the
@@ -130,7 +130,7 @@ func (s *redisStore) parse(v any) (reply, error) {
 			WorkerGap:      s.gap,
 		}
 	case "time", "ok":
-		want := 5
+		want := 6
 		if status == "ok" {
 			want = 7
 		}
@@ -148,6 +148,10 @@ func (s *redisStore) parse(v any) (reply, error) {
 			idx, errs[3] = toInt(a[5])
 			cnt, errs[4] = toInt(a[6])
 			r.registered, r.index, r.prevCount = true, int(idx), int(cnt)
+		} else {
+			var cnt int64
+			cnt, errs[5] = toInt(a[5])
+			r.prevCount = int(cnt)
 		}
 		if err := errors.Join(errs[:]...); err != nil || r.gen == "" {
 			return bad()

@@ -281,8 +281,11 @@ func (s *Server) Promote() {
 }
 
 // Info returns one field of INFO.
-func (s *Server) Info(field string) string {
-	v, err := s.Do("INFO")
+func (s *Server) Info(field string) string { return s.InfoSection("default", field) }
+
+// InfoSection returns one field of one section of INFO.
+func (s *Server) InfoSection(section, field string) string {
+	v, err := s.Do("INFO", section)
 	if err != nil {
 		return ""
 	}
