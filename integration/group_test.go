@@ -129,6 +129,15 @@ func (g *group) held() []leasecheck.Held {
 	return out
 }
 
+// terms returns every worker's live term (nil where none).
+func (g *group) terms() []*partition.Term {
+	var out []*partition.Term
+	for _, w := range g.workers() {
+		out = append(out, w.l.Term())
+	}
+	return out
+}
+
 // settledErr is nil when the live workers hold a complete partition.
 func (g *group) settledErr() error { return leasecheck.Complete(g.held()) }
 

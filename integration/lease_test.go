@@ -162,10 +162,7 @@ func TestLeaseRedisRestartWithoutPersistence(t *testing.T) {
 		g.join()
 	}
 	g.waitSettled(6)
-	var terms []*partition.Term
-	for _, w := range g.workers() {
-		terms = append(terms, w.l.Term())
-	}
+	terms := g.terms()
 	srv.Restart()
 	for i, term := range terms {
 		select {
@@ -230,10 +227,7 @@ func TestLeaseOtherSettingsRefused(t *testing.T) {
 		g.join()
 	}
 	g.waitSettled(6)
-	var terms []*partition.Term
-	for _, w := range g.workers() {
-		terms = append(terms, w.l.Term())
-	}
+	terms := g.terms()
 	for _, other := range []partition.Options{
 		{Name: o.Name, Interval: 300 * time.Millisecond, Gap: o.Gap},
 		{Name: o.Name, Interval: o.Interval, Gap: 0.1},

@@ -43,10 +43,6 @@ type Lease struct {
 	stopped bool
 }
 
-var _ interface {
-	Current() (Assignment, bool)
-} = (*Lease)(nil)
-
 // New returns a Lease for the group opts.Name on client. It validates opts
 // (errors wrap ErrInvalidOptions) and does no I/O. The client is never
 // closed by the Lease.
