@@ -48,6 +48,17 @@ func newGroup(t *testing.T, opts partition.Options, client func(t *testing.T) re
 	return g
 }
 
+// settledGroup starts n workers and waits until they hold a complete
+// partition.
+func settledGroup(t *testing.T, opts partition.Options, client func(t *testing.T) redis.UniversalClient, n int) *group {
+	g := newGroup(t, opts, client)
+	for range n {
+		g.join()
+	}
+	g.waitSettled(6)
+	return g
+}
+
 func (g *group) join() *worker { return g.joinWith(g.opts, g.client(g.t)) }
 
 func (g *group) joinWith(opts partition.Options, c redis.UniversalClient) *worker {

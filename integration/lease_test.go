@@ -157,11 +157,7 @@ func TestLeaseLostReplyCountsOnce(t *testing.T) {
 func TestLeaseRedisRestartWithoutPersistence(t *testing.T) {
 	srv := redistest.Start(t)
 	o := opts(t, 250*time.Millisecond)
-	g := newGroup(t, o, clientOf(srv))
-	for range 20 {
-		g.join()
-	}
-	g.waitSettled(6)
+	g := settledGroup(t, o, clientOf(srv), 20)
 	terms := g.terms()
 	srv.Restart()
 	for i, term := range terms {
@@ -222,11 +218,7 @@ func TestLeaseReplicaPromotion(t *testing.T) {
 func TestLeaseOtherSettingsRefused(t *testing.T) {
 	srv := redistest.Start(t)
 	o := opts(t, 250*time.Millisecond)
-	g := newGroup(t, o, clientOf(srv))
-	for range 20 {
-		g.join()
-	}
-	g.waitSettled(6)
+	g := settledGroup(t, o, clientOf(srv), 20)
 	terms := g.terms()
 	for _, other := range []partition.Options{
 		{Name: o.Name, Interval: 300 * time.Millisecond, Gap: o.Gap},

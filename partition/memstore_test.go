@@ -23,7 +23,6 @@ type memStore struct {
 	run      int // restarts: part of the generation, as run_id is
 	counters map[int64]int
 	regs     map[int64]map[string]int
-	calls    int
 	executed int
 }
 
@@ -133,9 +132,6 @@ func (k *link) register(ctx context.Context, token, nonce string, probe bool) (r
 	k.mu.Lock()
 	req, rep, hold, drop, down := k.reqDelay, k.repDelay, k.hold, k.drop, k.down
 	k.mu.Unlock()
-	k.s.mu.Lock()
-	k.s.calls++
-	k.s.mu.Unlock()
 	if down {
 		return reply{}, fmt.Errorf("memstore: connection refused")
 	}
