@@ -31,6 +31,26 @@
 // with index i registers at (i+0.5)/n of the window, so it is handed index i
 // again.
 //
+// # Where a worker registers
+//
+// The order of arrival hands out the next indexes, so a worker aims its
+// registration with care:
+//
+//   - Slots are spread over the window less half a gap at its end. The last
+//     slot of a large group would otherwise sit a fraction of a millisecond
+//     before the window closes, and a registration refused there leaves the
+//     count one short, which remaps the whole group.
+//   - A worker whose index is at or past the count it spaces by (it joined,
+//     or a joiner pushed it there) learns the final count early in the next
+//     interval, before the window opens, and takes a place in the last half
+//     slot, after every worker spacing by the old count: so a join costs
+//     every holder one stand-down of about an interval and nothing more.
+//   - Sends are timed by the server's clock as mapped by the fastest recent
+//     round trip, and the last two milliseconds are slept in nanosleep
+//     (Linux) rather than on a Go timer, which on an idle process wakes up
+//     to a millisecond late. Registrations of 1,000 workers at a 2s interval
+//     are 1.4ms apart.
+//
 // # Reading the lease
 //
 // Current reports what is held at the instant it is called, checked on the

@@ -36,6 +36,11 @@ type Lease struct {
 	runs  atomic.Bool
 	rnd   *rand.Rand // used by the Run goroutine only
 	trace func(traceEvent)
+	// wait sleeps until a registration's send time, more precisely than a
+	// Go timer (whose wake-ups are late by up to a millisecond when the
+	// process is idle); the loop wakes early by waitEarly and hands the rest
+	// to it. Nil in simulations on fake time.
+	wait func(time.Time)
 
 	mu      sync.Mutex
 	term    *Term
@@ -73,7 +78,9 @@ func New(client redis.UniversalClient, opts Options) (*Lease, error) {
 		interval: opts.Interval,
 		gap:      opts.Gap,
 	}
-	return newLease(st, opts), nil
+	l := newLease(st, opts)
+	l.wait = sleepUntil
+	return l, nil
 }
 
 func newLease(st store, opts Options) *Lease {
@@ -177,7 +184,8 @@ func (l *Lease) Run(ctx context.Context) error {
 	if !l.runs.CompareAndSwap(false, true) {
 		return ErrAlreadyRunning
 	}
-	r := &runner{l: l, ctx: ctx, results: make(chan result, maxOutstanding), token: l.token(), probe: true}
+	r := &runner{l: l, ctx: ctx, results: make(chan result, maxOutstanding), token: l.token(), probe: true,
+		clock: clockMap{recent: 2 * l.opts.Interval, keep: 8 * l.opts.Interval}}
 	err := r.loop()
 	if t := l.liveTerm(); t != nil {
 		l.endTerm(t, ErrStopped)
@@ -240,14 +248,21 @@ type result struct {
 	err   error
 }
 
-// clockMap maps server time to local time conservatively. A reply whose
-// request was sent at local s carries the server time T, read no earlier
-// than s, so server instant x is no earlier than local s + (x - T). Every
-// sample gives such a bound; the latest bound among recent samples (the
-// reply that spent least time in transit) is the tightest, so it is the one
-// used, both for deadlines and to aim registrations.
+// clockMap maps server time to local time. A reply whose request was sent
+// at local s carries the server time T, read no earlier than s, so server
+// instant x is no earlier than local s + (x - T). Every sample gives such a
+// bound, and the latest bound (the request that spent least time in transit)
+// is the tightest.
+//
+// Deadlines use the samples of the last two intervals only, so that drift
+// between the two clocks cannot accumulate into them. Aiming uses the
+// samples of the last eight: a longer history finds a request closer to the
+// fastest transit, so every worker aims with about the same bias and jitter
+// is not doubled by the estimate. Aiming is never a safety matter.
 type clockMap struct {
 	samples []clockSample
+	recent  time.Duration // samples used for deadlines
+	keep    time.Duration // samples used for aiming
 }
 
 type clockSample struct {
@@ -255,10 +270,10 @@ type clockSample struct {
 	recv time.Time
 }
 
-func (m *clockMap) add(sent, recv time.Time, now int64, keep time.Duration) {
+func (m *clockMap) add(sent, recv time.Time, now int64) {
 	kept := m.samples[:0]
 	for _, x := range m.samples {
-		if recv.Sub(x.recv) < keep {
+		if recv.Sub(x.recv) < m.keep {
 			kept = append(kept, x)
 		}
 	}
@@ -267,14 +282,27 @@ func (m *clockMap) add(sent, recv time.Time, now int64, keep time.Duration) {
 
 func (m *clockMap) reset() { m.samples = m.samples[:0] }
 
+// local returns the earliest local time at which the server's clock can
+// read x, from recent samples: the mapping for deadlines.
 func (m *clockMap) local(x int64) time.Time {
-	best := m.samples[0].base
-	for _, s := range m.samples[1:] {
-		if s.base.After(best) {
+	return m.best(m.recent).Add(time.Duration(x) * time.Microsecond)
+}
+
+// aim returns the local time at which to send so that the fastest request
+// would reach the server at x.
+func (m *clockMap) aim(x int64) time.Time {
+	return m.best(m.keep).Add(time.Duration(x) * time.Microsecond)
+}
+
+func (m *clockMap) best(within time.Duration) time.Time {
+	newest := m.samples[len(m.samples)-1].recv
+	best := m.samples[len(m.samples)-1].base
+	for _, s := range m.samples {
+		if newest.Sub(s.recv) < within && s.base.After(best) {
 			best = s.base
 		}
 	}
-	return best.Add(time.Duration(x) * time.Microsecond)
+	return best
 }
 
 type pending struct {
@@ -322,7 +350,7 @@ func (r *runner) loop() error {
 				continue
 			}
 		}
-		wake := r.nextAt
+		wake := r.sendBy()
 		if t := l.liveTerm(); t != nil {
 			wake = earliest(wake, t.Deadline())
 		}
@@ -339,11 +367,18 @@ func (r *runner) loop() error {
 				return err
 			}
 		case <-timer.C:
-			if !time.Now().Before(r.nextAt) {
+			if !time.Now().Before(r.sendBy()) {
 				r.attempt()
 			}
 		}
 	}
+}
+
+func latest(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 func earliest(a, b time.Time) time.Time {
@@ -351,6 +386,15 @@ func earliest(a, b time.Time) time.Time {
 		return b
 	}
 	return a
+}
+
+// sendBy is when the loop starts the next call: early enough for the call's
+// goroutine to wait out the rest precisely.
+func (r *runner) sendBy() time.Time {
+	if r.l.wait == nil {
+		return r.nextAt
+	}
+	return r.nextAt.Add(-waitEarly)
 }
 
 func (r *runner) retryAfter() time.Duration {
@@ -367,8 +411,12 @@ func (r *runner) attempt() {
 	tok, probe := r.token, r.probe
 	ctx, ictx := r.ctx, l.opts.Interval
 	results := r.results
-	sent := time.Now()
+	at := r.nextAt
 	go func() {
+		if l.wait != nil {
+			l.wait(at)
+		}
+		sent := time.Now()
 		actx, cancel := context.WithTimeout(ctx, ictx)
 		defer cancel()
 		rep, err := l.st.register(actx, tok, l.token(), probe)
@@ -376,7 +424,7 @@ func (r *runner) attempt() {
 	}()
 	// Retry with the same token if no answer comes in time; a retry whose
 	// first attempt ran is answered with that registration.
-	r.nextAt = sent.Add(r.retryAfter())
+	r.nextAt = latest(at, time.Now()).Add(r.retryAfter())
 }
 
 func (r *runner) handle(res result) error {
@@ -422,7 +470,7 @@ func (r *runner) handle(res result) error {
 		// anything the new one answered; hold nothing before then.
 		r.quarantine = res.recv.Add(2 * l.opts.Interval)
 	}
-	r.clock.add(res.sent, res.recv, rep.now, 2*l.opts.Interval)
+	r.clock.add(res.sent, res.recv, rep.now)
 	if !rep.registered {
 		r.probe = false
 		r.aimAfterMiss(rep)
@@ -433,14 +481,16 @@ func (r *runner) handle(res result) error {
 	r.remember(rec)
 	r.decide(rec)
 	if rec.index < rec.prevCount {
-		r.aim(rec.n+1, rec.index, rec.prevCount)
+		r.aim(rec.n+1, rec.index, rec.prevCount, rec.index+1)
 		return nil
 	}
 	// The count this worker would space itself by is only a floor (a new
-	// group, or one that grew): learn the final count of rec.n at the start
-	// of the next window and aim then, so that slots keep their order.
+	// group, or one that grew): learn the final count of rec.n early in the
+	// next interval, before its window opens, and aim then, so that slots
+	// keep their order. Probes are spread over the middle half of the
+	// leading gap: a fleet that started at once probes at once.
 	r.probe = true
-	r.aimAt((rec.n+1)*l.iv + l.lo)
+	r.aimAt((rec.n+1)*l.iv + l.lo/4 + l.rnd.Int64N(l.lo/2+1))
 	return nil
 }
 
@@ -488,7 +538,7 @@ func (r *runner) decide(cur record) {
 	var deadline time.Time
 	if valid {
 		// D = min(next due slot + gap, start of m+2), in server time.
-		due := (m+1)*l.iv + l.slot(cur.index, max(cur.prevCount, cur.index+1))
+		due := (m+1)*l.iv + l.slot(cur.index, cur.prevCount, cur.index+1)
 		d := min(due+l.lo, (m+2)*l.iv)
 		deadline = r.clock.local(d)
 		valid = deadline.After(time.Now())
@@ -532,16 +582,42 @@ func (r *runner) acquire(a Assignment, deadline time.Time) {
 	l.emit(traceEvent{kind: traceAcquired, a: a, at: now, deadline: deadline})
 }
 
-// slot is the offset in an interval at which index i of n registers.
-func (l *Lease) slot(i, n int) int64 {
-	span := l.iv - 2*l.lo
-	return l.lo + int64((float64(i)+0.5)/float64(n)*float64(span))
+// slot is the offset in the next interval at which the holder of index i
+// registers, when its registration was the one with index i and saw p as the
+// count of the interval before (every worker with an index below p spaces
+// itself by p), and c is the final count of its own interval, where known
+// (else pass i+1, its floor).
+//
+// Below p it is the slot (i + 0.5)/p of the window. At or past p (a worker
+// that joined, or was pushed there by one that did) it goes after every slot
+// spaced by p: into the last half slot, in order of i, spread by c. Spacing
+// these by c instead, as the workers before them do not, would put index p
+// a fraction of a millisecond after index p-1 and swap them on the next
+// jitter.
+func (l *Lease) slot(i, p, c int) int64 {
+	span := float64(l.aimEnd() - l.lo)
+	c = max(c, i+1)
+	if p == 0 {
+		return l.lo + int64((float64(i)+0.5)/float64(c)*span)
+	}
+	if i < p {
+		return l.lo + int64((float64(i)+0.5)/float64(p)*span)
+	}
+	frac := (float64(p) - 0.5 + 0.5*float64(i-p+1)/float64(c-p+1)) / float64(p)
+	return l.lo + int64(frac*span)
 }
+
+// aimEnd is the end of the part of the window that slots are spread over:
+// half a gap short of the window's end, so that the last slot of a large
+// group is not a fraction of a millisecond from a refusal. A registration
+// that arrives after the window is not counted, and a count one short
+// remaps the whole group.
+func (l *Lease) aimEnd() int64 { return l.iv - l.lo - l.lo/2 }
 
 // aim schedules the next registration at index i's slot of interval n,
 // sending so that it arrives at that server instant.
-func (r *runner) aim(n int64, i, count int) {
-	r.nextAt = r.clock.local(n*r.l.iv + r.l.slot(i, count))
+func (r *runner) aim(n int64, i, p, c int) {
+	r.aimAt(n*r.l.iv + r.l.slot(i, p, c))
 }
 
 // aimAfterMiss aims after a probe or a call outside the window. With an
@@ -555,11 +631,11 @@ func (r *runner) aimAfterMiss(rep reply) {
 	n := rep.interval
 	if len(r.hist) > 0 {
 		last := r.hist[len(r.hist)-1]
-		count := max(last.prevCount, last.index+1)
+		final := last.index + 1
 		if last.n == n-1 {
-			count = max(rep.prevCount, last.index+1)
+			final = rep.prevCount
 		}
-		off := l.slot(last.index, count)
+		off := l.slot(last.index, last.prevCount, final)
 		if last.n >= n { // never register twice in one interval
 			r.aimAt((last.n+1)*l.iv + off)
 			return
@@ -576,7 +652,7 @@ func (r *runner) aimAfterMiss(rep reply) {
 		return
 	}
 	from := max(rep.offset, l.lo)
-	to := l.iv - l.lo
+	to := l.aimEnd()
 	if to-from < (to-l.lo)/8 { // too little of this window left
 		n++
 		from = l.lo
@@ -584,4 +660,4 @@ func (r *runner) aimAfterMiss(rep reply) {
 	r.aimAt(n*l.iv + from + l.rnd.Int64N(to-from+1))
 }
 
-func (r *runner) aimAt(x int64) { r.nextAt = r.clock.local(x) }
+func (r *runner) aimAt(x int64) { r.nextAt = r.clock.aim(x) }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -19,19 +20,32 @@ func TestSettledGroupKeepsItsIndexesIndefinitely(t *testing.T) {
 		if err := s.settled(); err != nil {
 			t.Fatalf("after 4 intervals: %v", err)
 		}
-		held := map[int]Assignment{}
-		for _, w := range s.sorted() {
-			held[w.id], _ = w.l.Current()
-		}
-		s.advance(300 * simOpts.Interval)
-		for _, w := range s.sorted() {
-			if a, _ := w.l.Current(); a != held[w.id] {
-				t.Errorf("worker %d holds %+v after 300 intervals; want %+v (no reshuffle, same token)", w.id, a, held[w.id])
-			}
-		}
+		s.keepsItsTerms(300)
 		if lost := s.lostCount(); len(lost) != 0 {
 			t.Errorf("a settled group lost terms: %v; want none", lost)
 		}
+		s.stopAll()
+		s.verify()
+	})
+}
+
+// In a large group the last slot is close to the end of the window. A
+// registration that arrives after the window is not counted, and a count one
+// short remaps the whole group, so jitter near the end must stay harmless.
+func TestLargeGroupWithJitterKeepsItsIndexes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newSim(t, simOpts, 8)
+		for range 40 {
+			w := s.join()
+			w.k.set(func(k *link) { k.jitter = 2500 * time.Microsecond })
+		}
+		s.advance(6 * simOpts.Interval)
+		if err := s.settled(); err != nil {
+			t.Errorf("after 6 intervals: %v", err)
+			s.stopAll()
+			return
+		}
+		s.keepsItsTerms(40)
 		s.stopAll()
 		s.verify()
 	})
@@ -316,6 +330,68 @@ func TestCurrentChecksTheClockEvenWhenRunIsStalled(t *testing.T) {
 		s.advance(5 * simOpts.Interval)
 		if _, ok := w.l.Current(); !ok {
 			t.Errorf("after the stall ended the worker did not hold again")
+		}
+		s.stopAll()
+		s.verify()
+	})
+}
+
+// A join changes replicas, so every holder stands down once and comes back
+// with its new share. Registration jitter must not cost anything more: the
+// worker registering past the old count takes a slot after every old slot,
+// not a fraction of a millisecond behind the last one.
+func TestJoinCostsEachHolderOneStandDownUnderJitter(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newSim(t, simOpts, 7)
+		jitter := func(w *simWorker) { w.k.set(func(k *link) { k.jitter = 2 * time.Millisecond }) }
+		for range 12 {
+			jitter(s.join())
+		}
+		s.advance(5 * simOpts.Interval)
+		if err := s.settled(); err != nil {
+			t.Fatalf("before the joins: %v", err)
+		}
+		rnd := rand.New(rand.NewPCG(7, 7))
+		for trial := range 6 {
+			s.advance(time.Duration(rnd.Int64N(int64(simOpts.Interval))))
+			t0 := time.Now()
+			jitter(s.join())
+			s.advance(5 * simOpts.Interval)
+			if err := s.settled(); err != nil {
+				t.Fatalf("join %d: %v", trial, err)
+			}
+			// Per worker: terms begun after the join, and the longest time
+			// it held nothing since then.
+			terms := map[int]int{}
+			idle := map[int]time.Duration{}
+			s.mu.Lock()
+			for id := range s.ws {
+				var last time.Time
+				for _, h := range s.holds {
+					if h.worker != id || (h.closed && !h.end.After(t0)) {
+						continue
+					}
+					if h.start.After(t0) {
+						terms[id]++
+						if !last.IsZero() {
+							idle[id] = max(idle[id], h.start.Sub(last))
+						}
+					}
+					last = h.end
+					if !h.closed {
+						last = time.Now()
+					}
+				}
+			}
+			s.mu.Unlock()
+			for id := range s.ws {
+				if terms[id] != 1 {
+					t.Errorf("join %d: worker %d took %d terms after the join; want exactly 1", trial, id, terms[id])
+				}
+				if idle[id] > simOpts.Interval*5/4 {
+					t.Errorf("join %d: worker %d stood down for %v; want at most one interval and a little (a reshuffle beyond the change itself)", trial, id, idle[id])
+				}
+			}
 		}
 		s.stopAll()
 		s.verify()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strconv"
 	"sync"
 	"time"
@@ -117,6 +118,8 @@ type link struct {
 	mu       sync.Mutex
 	reqDelay time.Duration
 	repDelay time.Duration
+	jitter   time.Duration // each request is delayed by a further [0, jitter)
+	rnd      *rand.Rand
 	hold     chan struct{} // non-nil: calls block until it is closed
 	drop     bool          // the store runs the call, the reply is lost
 	down     bool          // calls fail at once
@@ -131,6 +134,9 @@ func (k *link) set(f func(k *link)) {
 func (k *link) register(ctx context.Context, token, nonce string, probe bool) (reply, error) {
 	k.mu.Lock()
 	req, rep, hold, drop, down := k.reqDelay, k.repDelay, k.hold, k.drop, k.down
+	if k.jitter > 0 {
+		req += time.Duration(k.rnd.Int64N(int64(k.jitter)))
+	}
 	k.mu.Unlock()
 	if down {
 		return reply{}, fmt.Errorf("memstore: connection refused")

@@ -96,7 +96,7 @@ func (s *sim) start(opts Options) *simWorker {
 	s.next++
 	id := s.next
 	iv := opts.Interval.Microseconds()
-	k := &link{s: s.st, iv: iv, ppm: gapPPM(opts.Gap)}
+	k := &link{s: s.st, iv: iv, ppm: gapPPM(opts.Gap), rnd: rand.New(rand.NewPCG(s.seed^0x9e3779b97f4a7c15, uint64(id)))}
 	l := newLease(k, opts)
 	l.rnd = rand.New(rand.NewPCG(s.seed, uint64(id)))
 	l.trace = func(ev traceEvent) { s.record(id, ev) }
@@ -196,6 +196,21 @@ func (s *sim) overlaps() []string {
 
 // settled asserts that the live workers hold a complete partition: n
 // workers hold indexes 0..n-1 of n.
+// keepsItsTerms advances n intervals and requires every worker to end them
+// holding the very term it held before: no reshuffle, the same token.
+func (s *sim) keepsItsTerms(n int) {
+	held := map[int]Assignment{}
+	for _, w := range s.sorted() {
+		held[w.id], _ = w.l.Current()
+	}
+	s.advance(time.Duration(n) * s.opts.Interval)
+	for _, w := range s.sorted() {
+		if a, _ := w.l.Current(); a != held[w.id] {
+			s.t.Errorf("worker %d holds %+v after %d intervals; want %+v (no reshuffle, same token)", w.id, a, n, held[w.id])
+		}
+	}
+}
+
 func (s *sim) settled() error { return leasecheck.Complete(s.held()) }
 
 func (s *sim) verify() {
