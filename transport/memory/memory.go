@@ -1,0 +1,141 @@
+// Package memory is an in-memory sharded log with positions, where every
+// reader sees every message (fan-out): the source for tests, examples and
+// benchmarks, and the model the other log transports follow.
+//
+// A message goes to shard FNV-1a(key) % shards, so one key stays in order in
+// one shard; positions in a shard count from 0. The log keeps everything it
+// is given until the process ends. Append copies the payload; the readers
+// share that copy, so a handler must not modify Message.Payload.
+package memory
+
+import (
+	"bytes"
+	"context"
+	"hash/fnv"
+	"sync"
+
+	"github.com/nandi-go/nandi/transport"
+)
+
+// Log is an in-memory log of a fixed number of shards. Its methods are safe
+// for concurrent use.
+type Log struct {
+	mu     sync.Mutex
+	shards [][]entry
+	grew   chan struct{} // closed and replaced at every Append
+}
+
+type entry struct {
+	key     string
+	payload []byte
+}
+
+// NewLog returns an empty log with the given number of shards (at least 1).
+func NewLog(shards int) *Log {
+	if shards < 1 {
+		panic("memory.NewLog: shards must be at least 1")
+	}
+	return &Log{shards: make([][]entry, shards), grew: make(chan struct{})}
+}
+
+// Append adds a message and returns where it went.
+func (l *Log) Append(key string, payload []byte) (shard int, pos uint64) {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(key))
+	shard = int(h.Sum64() % uint64(len(l.shards)))
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	pos = uint64(len(l.shards[shard]))
+	l.shards[shard] = append(l.shards[shard], entry{key: key, payload: bytes.Clone(payload)})
+	close(l.grew)
+	l.grew = make(chan struct{})
+	return shard, pos
+}
+
+// Len returns the number of messages in shard s.
+func (l *Log) Len(s int) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.shards[s])
+}
+
+// Source returns a new source over the log; every reader it opens sees
+// every message.
+func (l *Log) Source() transport.Source { return &source{l: l} }
+
+type source struct{ l *Log }
+
+func (s *source) Info(context.Context) (transport.Info, error) {
+	s.l.mu.Lock()
+	defer s.l.mu.Unlock()
+	ends := make([]transport.Position, len(s.l.shards))
+	for i, sh := range s.l.shards {
+		ends[i] = transport.Offset(uint64(len(sh)))
+	}
+	return transport.Info{Log: true, Shards: len(s.l.shards), Ends: ends}, nil
+}
+
+// maxBatch bounds one Fetch.
+const maxBatch = 256
+
+func (s *source) Open(_ context.Context, from []transport.Position) (transport.Reader, error) {
+	next := make([]uint64, len(s.l.shards))
+	for i := range next {
+		if i < len(from) {
+			next[i] = from[i].Lo
+		}
+	}
+	return &reader{l: s.l, next: next, closed: make(chan struct{})}, nil
+}
+
+type reader struct {
+	l         *Log
+	next      []uint64 // per shard; used by Fetch only
+	turn      int
+	closeOnce sync.Once
+	closed    chan struct{}
+}
+
+func (r *reader) Fetch(ctx context.Context) ([]*transport.Message, error) {
+	for {
+		select {
+		case <-r.closed:
+			return nil, transport.ErrClosed
+		default:
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		r.l.mu.Lock()
+		var out []*transport.Message
+		// Take from the shards in turn so none starves.
+		n := len(r.next)
+		for k := 0; k < n && len(out) < maxBatch; k++ {
+			s := (r.turn + k) % n
+			sh := r.l.shards[s]
+			for r.next[s] < uint64(len(sh)) && len(out) < maxBatch {
+				e := sh[r.next[s]]
+				out = append(out, &transport.Message{Key: e.key, Payload: e.payload, Shard: s, Position: transport.Offset(r.next[s])})
+				r.next[s]++
+			}
+		}
+		r.turn = (r.turn + 1) % n
+		grew := r.l.grew
+		r.l.mu.Unlock()
+		if len(out) > 0 {
+			return out, nil
+		}
+		select {
+		case <-grew:
+		case <-r.closed:
+			return nil, transport.ErrClosed
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+func (r *reader) Close() error {
+	r.closeOnce.Do(func() { close(r.closed) })
+	return nil
+}

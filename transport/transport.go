@@ -1,0 +1,128 @@
+package transport
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Message is one task as a source delivers it.
+type Message struct {
+	// Key is the task's id as text: a decimal uint64, or any string, which
+	// the consumer hashes (see consumer.ID).
+	Key     string
+	Payload []byte
+	Headers map[string]string
+
+	// Shard and Position place the message in a log; zero for sources that
+	// are not logs (Info.Log false).
+	Shard    int
+	Position Position
+
+	// Ack, when set, tells the source that the worker is done with the
+	// message: handled, or not its to handle. Sources that need no
+	// acknowledgement (logs read from positions, NATS core) leave it nil.
+	Ack func()
+}
+
+// Position is a place in one shard of a log. Positions compare by Hi, then
+// Lo. A Redis stream entry ID "ms-seq" is {Hi: ms, Lo: seq}; a single
+// offset n (Kafka, JetStream, memory) is {Lo: n}.
+type Position struct {
+	Hi, Lo uint64
+}
+
+// Offset returns the Position of a single-number offset.
+func Offset(n uint64) Position { return Position{Lo: n} }
+
+// Compare returns -1, 0 or +1 as p is before, equal to or after q.
+func (p Position) Compare(q Position) int {
+	switch {
+	case p.Hi < q.Hi:
+		return -1
+	case p.Hi > q.Hi:
+		return 1
+	case p.Lo < q.Lo:
+		return -1
+	case p.Lo > q.Lo:
+		return 1
+	}
+	return 0
+}
+
+// Less reports whether p is before q.
+func (p Position) Less(q Position) bool { return p.Compare(q) < 0 }
+
+// Next returns the smallest Position after p.
+func (p Position) Next() Position {
+	if p.Lo == ^uint64(0) {
+		return Position{Hi: p.Hi + 1}
+	}
+	return Position{Hi: p.Hi, Lo: p.Lo + 1}
+}
+
+// String formats p as "lo" when Hi is zero, else as "hi-lo" (a Redis
+// stream entry ID).
+func (p Position) String() string {
+	if p.Hi == 0 {
+		return strconv.FormatUint(p.Lo, 10)
+	}
+	return strconv.FormatUint(p.Hi, 10) + "-" + strconv.FormatUint(p.Lo, 10)
+}
+
+// ParsePosition parses what String returns.
+func ParsePosition(s string) (Position, error) {
+	hi, lo, two := strings.Cut(s, "-")
+	if !two {
+		lo, hi = hi, "0"
+	}
+	h, err1 := strconv.ParseUint(hi, 10, 64)
+	l, err2 := strconv.ParseUint(lo, 10, 64)
+	if err := errors.Join(err1, err2); err != nil {
+		return Position{}, fmt.Errorf("transport: position %q is not \"n\" or \"hi-lo\" in decimal: %w", s, err)
+	}
+	return Position{Hi: h, Lo: l}, nil
+}
+
+// Info describes a source: what it is and what it can do.
+type Info struct {
+	// Log is true when messages carry Shard and Position and Open reads
+	// each shard from the position it is given.
+	Log bool
+	// Shards is the number of shards of a log, numbered 0..Shards-1; 1 for
+	// a source that is not a log.
+	Shards int
+	// Ends is, for a log, the position the next message of each shard will
+	// have: where a group that starts at the end of the log begins.
+	Ends []Position
+	// Lossy is true when messages that arrive while no Reader is open, or
+	// faster than the Reader is fetched, are lost (NATS core).
+	Lossy bool
+}
+
+// Source is where a consumer's tasks come from.
+type Source interface {
+	// Info describes the source as it is now (a log's shards and ends).
+	Info(ctx context.Context) (Info, error)
+	// Open starts reading. For a log, from[s] is where shard s is read
+	// from (a shard beyond len(from) is read from its start); other
+	// sources ignore from.
+	Open(ctx context.Context, from []Position) (Reader, error)
+}
+
+// Reader reads the messages of one Open.
+type Reader interface {
+	// Fetch returns at least one message, blocking until one is available
+	// or ctx ends (then it returns ctx's error promptly). Within a shard,
+	// messages come in position order.
+	Fetch(ctx context.Context) ([]*Message, error)
+	// Close stops reading and releases what Open took. It is safe to call
+	// more than once, and concurrently with Fetch (which then returns
+	// ErrClosed).
+	Close() error
+}
+
+// ErrClosed is returned by Fetch on a closed Reader.
+var ErrClosed = errors.New("transport: reader closed")
