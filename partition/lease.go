@@ -105,6 +105,15 @@ func metaKey(name string) string { return "{" + name + "}:meta" }
 // how many workers registered in interval n (readable by tools).
 func CounterKey(name string, n int64) string { return "{" + name + "}:" + strconv.FormatInt(n, 10) }
 
+// Client returns the Redis client the lease registers with: the store of
+// the group's other keys (package consumer keeps its checkpoints there).
+func (l *Lease) Client() redis.UniversalClient {
+	if s, ok := l.st.(*redisStore); ok {
+		return s.client
+	}
+	return nil
+}
+
 // Options returns the options in force, defaults filled in.
 func (l *Lease) Options() Options { return l.opts }
 

@@ -116,7 +116,8 @@ type Source interface {
 type Reader interface {
 	// Fetch returns at least one message, blocking until one is available
 	// or ctx ends (then it returns ctx's error promptly). Within a shard,
-	// messages come in position order.
+	// messages come in position order. A Fetch that returns an error has
+	// consumed nothing: the next Fetch delivers what it would have.
 	Fetch(ctx context.Context) ([]*Message, error)
 	// Close stops reading and releases what Open took. It is safe to call
 	// more than once, and concurrently with Fetch (which then returns

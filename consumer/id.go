@@ -1,0 +1,19 @@
+package consumer
+
+import (
+	"hash/fnv"
+	"strconv"
+)
+
+// ID is the task id of a message key, the same on every worker: a key that
+// is a decimal uint64 ("42", also "0042") is that number; any other key is
+// its 64-bit FNV-1a hash (hash/fnv's New64a over the key's bytes), which is
+// simple to compute the same way in any language.
+func ID(key string) uint64 {
+	if n, err := strconv.ParseUint(key, 10, 64); err == nil {
+		return n
+	}
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(key))
+	return h.Sum64()
+}

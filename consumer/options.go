@@ -1,0 +1,139 @@
+package consumer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/nandi-go/nandi/transport"
+)
+
+// ErrInvalidOptions is wrapped by every error New returns for bad options.
+var ErrInvalidOptions = errors.New("consumer: invalid options")
+
+// Options configure a Consumer. The zero value is usable.
+type Options struct {
+	// Concurrency is how many handlers run at once (default 1). Different
+	// ids run in parallel; one id never runs twice at once, and its tasks
+	// run in the order the source delivered them.
+	Concurrency int
+
+	// DrainTimeout is the least time every task has, from its start,
+	// before the lease it started under can run out: intake and task starts
+	// pause when less than this (and a millisecond) is left before the
+	// lease's deadline, until the renewal comes. The renewing registration
+	// is due Gap*Interval before the deadline, so with the default,
+	// Gap*Interval, the pause begins just before each registration is sent
+	// and lasts its round trip: no task starts in the instant a
+	// registration may end the term. A longer DrainTimeout (at most half
+	// the Interval) gives longer tasks room at the price of a longer pause
+	// each interval; a shorter one lets tasks start during registrations.
+	// At a change of mapping, tasks running have until the deadline;
+	// tasks not started are left to the next holder. A handler still
+	// running at the deadline has its context cancelled and its task is
+	// done again by the next holder.
+	DrainTimeout time.Duration
+
+	// ID returns a message's task id. Default: ID(m.Key). An error sends
+	// the message to the failure policy with that error, never to the
+	// handler, and its owner is then ID(m.Key).
+	ID func(m *transport.Message) (uint64, error)
+
+	// RetryMin and RetryMax bound the backoff between attempts of a failed
+	// task: it doubles from RetryMin (default 50ms) to RetryMax (default 5s).
+	RetryMin, RetryMax time.Duration
+
+	// MaxAttempts is the failure policy. 0 (the default): a failing task is
+	// retried for as long as the lease is held, each failure reported to
+	// OnError and logged, and it blocks its id (per-id order) and the
+	// checkpoint of its shard: nothing is skipped. N > 0: after N failed
+	// attempts the task goes to DeadLetter, which is required; when
+	// DeadLetter returns nil the task is done, otherwise DeadLetter itself
+	// is retried.
+	MaxAttempts int
+	DeadLetter  func(ctx context.Context, m *transport.Message, err error) error
+
+	// OnError, if set, is called after every failed attempt (from the
+	// handler's goroutine).
+	OnError func(m *transport.Message, attempt int, err error)
+
+	// StartAtEnd makes a group with no checkpoints start at the end of the
+	// log instead of its beginning (logs only).
+	StartAtEnd bool
+
+	// Checkpoints of a log are written every CheckpointInterval (default
+	// 1s) or every CheckpointEvery finished tasks (default 1000), whichever
+	// comes first, and at every drain.
+	CheckpointInterval time.Duration
+	CheckpointEvery    int
+
+	// MaxPending bounds the owned tasks read ahead of the handlers
+	// (default 64 per unit of Concurrency).
+	MaxPending int
+
+	// ShutdownTimeout bounds the drain when Run's context ends (default
+	// 30s); the lease is held and renewed meanwhile.
+	ShutdownTimeout time.Duration
+
+	// Logger receives state changes at Info and trouble at Warn; nil is
+	// silent.
+	Logger *slog.Logger
+}
+
+func (o Options) withDefaults(gapTime, _ time.Duration) Options {
+	if o.Concurrency == 0 {
+		o.Concurrency = 1
+	}
+	if o.DrainTimeout == 0 {
+		o.DrainTimeout = gapTime
+	}
+	if o.RetryMin == 0 {
+		o.RetryMin = 50 * time.Millisecond
+	}
+	if o.RetryMax == 0 {
+		o.RetryMax = 5 * time.Second
+	}
+	if o.CheckpointInterval == 0 {
+		o.CheckpointInterval = time.Second
+	}
+	if o.CheckpointEvery == 0 {
+		o.CheckpointEvery = 1000
+	}
+	if o.MaxPending == 0 {
+		o.MaxPending = 64 * o.Concurrency
+	}
+	if o.ShutdownTimeout == 0 {
+		o.ShutdownTimeout = 30 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return o
+}
+
+func (o Options) validate(gapTime, interval time.Duration) error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: "+format, append([]any{ErrInvalidOptions}, args...)...)
+	}
+	switch {
+	case o.Concurrency < 1:
+		return bad("Concurrency is %d; it must be at least 1", o.Concurrency)
+	case o.DrainTimeout < 0 || o.DrainTimeout > interval/2:
+		return bad("DrainTimeout is %v; it must be in (0, %v], half the lease's Interval (intake pauses for DrainTimeout-Gap*Interval every interval)", o.DrainTimeout, interval/2)
+	case o.RetryMin < 0 || o.RetryMax < o.RetryMin:
+		return bad("RetryMin %v and RetryMax %v: want 0 <= RetryMin <= RetryMax", o.RetryMin, o.RetryMax)
+	case o.MaxAttempts < 0:
+		return bad("MaxAttempts is %d; use 0 to retry while the lease is held", o.MaxAttempts)
+	case o.MaxAttempts > 0 && o.DeadLetter == nil:
+		return bad("MaxAttempts is %d but DeadLetter is nil: a task that keeps failing would have nowhere to go; set DeadLetter, or MaxAttempts 0 to retry while the lease is held", o.MaxAttempts)
+	case o.CheckpointInterval < 0 || o.CheckpointEvery < 0:
+		return bad("CheckpointInterval %v and CheckpointEvery %d must not be negative", o.CheckpointInterval, o.CheckpointEvery)
+	case o.MaxPending < 1:
+		return bad("MaxPending is %d; it must be at least 1", o.MaxPending)
+	case o.ShutdownTimeout < 0:
+		return bad("ShutdownTimeout is %v; it must not be negative", o.ShutdownTimeout)
+	}
+	return nil
+}

@@ -1,0 +1,203 @@
+package integration
+
+import (
+	"math/rand/v2"
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nandi-go/nandi/consumer"
+	"github.com/nandi-go/nandi/internal/redistest"
+	"github.com/nandi-go/nandi/partition"
+	"github.com/nandi-go/nandi/transport"
+	"github.com/nandi-go/nandi/transport/memory"
+)
+
+// handling is one handler call, as the handler saw it.
+type handling struct {
+	worker     int
+	id, seq    int
+	start, end time.Time
+	held       partition.Assignment
+	owned      bool
+}
+
+// fleet is a group of consumers over one source, each with its own lease
+// and client, as separate processes would have.
+type fleet struct {
+	t    *testing.T
+	srv  *redistest.Server
+	opts partition.Options
+	src  func() transport.Source
+	copt consumer.Options
+	work func() // the handler's work, if any
+	mu   sync.Mutex
+	rec  []handling
+	next int
+	live map[int]*member
+}
+
+type member struct {
+	c      *consumer.Consumer
+	cancel context.CancelFunc
+	done   chan error
+}
+
+func (f *fleet) start() int {
+	f.next++
+	id := f.next
+	l, err := partition.New(f.srv.Client(), f.opts)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	h := func(ctx context.Context, m *transport.Message) error {
+		a, ok := l.Current()
+		x, _ := strconv.Atoi(m.Key)
+		seq, _ := strconv.Atoi(strings.TrimPrefix(string(m.Payload), m.Key+"/"))
+		r := handling{worker: id, id: x, seq: seq, start: time.Now(), held: a, owned: ok && a.Owns(uint64(x))}
+		if f.work != nil {
+			f.work()
+		}
+		r.end = time.Now()
+		f.mu.Lock()
+		f.rec = append(f.rec, r)
+		f.mu.Unlock()
+		return nil
+	}
+	c, err := consumer.New(l, f.src(), h, f.copt)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	m := &member{c: c, cancel: cancel, done: make(chan error, 1)}
+	go func() { m.done <- c.Run(ctx) }()
+	f.live[id] = m
+	return id
+}
+
+// stop is a clean stop: SIGTERM in a real process.
+func (f *fleet) stop(id int) {
+	m := f.live[id]
+	m.cancel()
+	if err := <-m.done; err != nil {
+		f.t.Errorf("worker %d: Run = %v", id, err)
+	}
+	f.t.Logf("worker %d stopped: %+v", id, m.c.Stats())
+	delete(f.live, id)
+}
+
+func (f *fleet) stopAll() {
+	for id := range f.live {
+		f.stop(id)
+	}
+}
+
+func (f *fleet) handled() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.rec)
+}
+
+// check verifies every message was handled exactly once, in order per id,
+// never by two workers at once, and only by a worker that owned it.
+func (f *fleet) check(ids, each int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	seen := make(map[[2]int]handling, ids*each)
+	last := map[int]handling{}
+	bad := 0
+	report := func(format string, args ...any) {
+		if bad++; bad <= 10 {
+			f.t.Errorf(format, args...)
+		}
+	}
+	for _, r := range f.rec {
+		if !r.owned {
+			report("worker %d handled id %d/%d holding %+v: not its task at that moment", r.worker, r.id, r.seq, r.held)
+		}
+		k := [2]int{r.id, r.seq}
+		if p, dup := seen[k]; dup {
+			report("id %d seq %d handled twice: by worker %d (%+v) and by worker %d (%+v)", r.id, r.seq, p.worker, p.held, r.worker, r.held)
+		}
+		seen[k] = r
+		if p, ok := last[r.id]; ok {
+			if r.seq < p.seq {
+				report("id %d: seq %d handled after seq %d (workers %d, %d)", r.id, r.seq, p.seq, p.worker, r.worker)
+			}
+			if r.start.Before(p.end) {
+				report("id %d: seq %d (worker %d) started before seq %d (worker %d) ended", r.id, r.seq, r.worker, p.seq, p.worker)
+			}
+		}
+		last[r.id] = r
+	}
+	missing := 0
+	for x := range ids {
+		for s := range each {
+			if _, ok := seen[[2]int{x, s}]; !ok {
+				if missing++; missing <= 5 {
+					f.t.Errorf("id %d seq %d never handled", x, s)
+				}
+			}
+		}
+	}
+	if missing > 0 || bad > 0 {
+		f.t.Errorf("%d of %d messages missing, %d violations", missing, ids*each, bad)
+	}
+}
+
+// The acceptance test of issue 3: 60,000 messages (10,000 ids, each six
+// times in sequence) into a 4-shard log while the group goes 3 -> 5 -> 2
+// workers by clean starts and stops.
+func TestConsumerExactlyOnceThroughCleanRebalances(t *testing.T) {
+	srv := redistest.Start(t)
+	log := memory.NewLog(4)
+	f := &fleet{
+		t: t, srv: srv, live: map[int]*member{},
+		opts: partition.Options{Name: groupName(t), Interval: 200 * time.Millisecond},
+		src:  log.Source,
+		copt: consumer.Options{Concurrency: 8, CheckpointInterval: 50 * time.Millisecond},
+		// Work long enough that the holders fall behind the producer by
+		// different amounts: a handover then has to skip what the faster
+		// ones finished.
+		work: func() { time.Sleep(time.Duration(rand.Int64N(int64(3 * time.Millisecond)))) },
+	}
+	const ids, each = 10_000, 6
+	for range 3 {
+		f.start()
+	}
+	produced := make(chan struct{})
+	go func() {
+		defer close(produced)
+		for s := range each {
+			for x := range ids {
+				log.Append(strconv.Itoa(x), fmt.Appendf(nil, "%d/%d", x, s))
+				if x%100 == 0 {
+					time.Sleep(10 * time.Millisecond) // about 6 seconds in all
+				}
+			}
+		}
+	}()
+	time.Sleep(2 * time.Second)
+	a, b := f.start(), f.start()
+	_ = b
+	time.Sleep(2 * time.Second)
+	stopped := 0
+	for id := range f.live {
+		if id != a && stopped < 3 {
+			f.stop(id)
+			stopped++
+		}
+	}
+	<-produced
+	deadline := time.Now().Add(30 * time.Second)
+	for f.handled() < ids*each && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(500 * time.Millisecond) // anything handled twice shows up now
+	f.stopAll()
+	f.check(ids, each)
+}
