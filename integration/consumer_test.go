@@ -1,9 +1,9 @@
 package integration
 
 import (
-	"math/rand/v2"
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"strconv"
 	"strings"
 	"sync"
