@@ -1,8 +1,8 @@
 # nandi: make test runs everything (unit and integration against real
-# servers, with -race); make test-unit needs no server.
+# servers, with -race); make test-unit runs with -short, which skips every
+# test that needs a real server (and says so).
 GO        ?= go
 PKGS      := ./...
-UNIT_PKGS := $(shell $(GO) list ./... | grep -v /integration)
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
 .PHONY: test test-unit test-integration bench lint fuzz
@@ -12,14 +12,14 @@ test:
 	$(GO) test -race -count=1 -timeout 15m $(PKGS)
 
 test-unit:
-	$(GO) test -race -count=1 $(UNIT_PKGS)
+	$(GO) test -short -race -count=1 $(PKGS)
 
 test-integration:
 	$(GO) test -race -count=1 -timeout 15m ./integration/...
 
-# Figures for the lease on a real redis-server; prints tables.
+# Figures for the lease and the consumer on a real redis-server; prints tables.
 bench:
-	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 60m ./integration/ ./partition/
+	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 60m ./integration/ ./partition/ ./consumer/
 
 lint:
 	$(GO) vet $(PKGS)

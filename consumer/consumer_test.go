@@ -25,7 +25,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 var srv *redistest.Server
 
 // server starts one redis-server for the package's tests.
-func server(t *testing.T) *redistest.Server {
+func server(t testing.TB) *redistest.Server {
 	t.Helper()
 	if srv == nil {
 		srv = redistest.Start(t)

@@ -98,9 +98,13 @@ type Server struct {
 
 // Start starts a server (see the package doc for where it comes from) and
 // stops it when the test ends. args are extra redis-server arguments, as
-// "--appendonly", "yes".
+// "--appendonly", "yes". Under -short (make test-unit) the test is skipped,
+// saying so: make test never passes -short.
 func Start(t testing.TB, args ...string) *Server {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("-short: this test needs a real redis-server; make test runs it")
+	}
 	src, err := find()
 	if err != nil {
 		t.Fatal(err)
