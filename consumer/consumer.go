@@ -423,8 +423,10 @@ func earliest(a, b time.Time) time.Time {
 
 // dispatch filters one message and hands an owned one to the scheduler.
 func (c *Consumer) dispatch(tr *term, m *transport.Message, info transport.Info, s *sched) bool {
-	id, idErr := uint64(0), error(nil)
-	if c.opts.ID != nil {
+	id, idErr := uint64(0), m.Err
+	if idErr != nil {
+		id = ID(m.Key)
+	} else if c.opts.ID != nil {
 		id, idErr = c.opts.ID(m)
 		if idErr != nil {
 			id = ID(m.Key)

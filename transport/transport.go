@@ -25,6 +25,12 @@ type Message struct {
 	// message: handled, or not its to handle. Sources that need no
 	// acknowledgement (logs read from positions, NATS core) leave it nil.
 	Ack func()
+
+	// Err, when set, says the source could not make a proper task of the
+	// message (a stream entry without its id field, say) and why, naming
+	// it. A consumer sends such a message to its failure policy with this
+	// error instead of to the handler: it is never dropped silently.
+	Err error
 }
 
 // Position is a place in one shard of a log. Positions compare by Hi, then

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/nandi-go/nandi/transport"
+	"github.com/nandi-go/nandi/transport/transporttest"
 	"go.uber.org/goleak"
 )
 
@@ -108,4 +109,11 @@ func TestAppendCopiesThePayload(t *testing.T) {
 	if got := string(readN(t, r, 1)[0].Payload); got != "hello" {
 		t.Fatalf("payload %q; want the bytes as appended", got)
 	}
+}
+
+func TestConformance(t *testing.T) {
+	transporttest.Run(t, transporttest.Harness{New: func(t *testing.T) (transport.Source, func(string, []byte)) {
+		l := NewLog(3)
+		return l.Source(), func(k string, p []byte) { l.Append(k, p) }
+	}})
 }

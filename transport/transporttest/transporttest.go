@@ -1,0 +1,235 @@
+// Package transporttest is the conformance suite every transport.Source
+// passes, as every Watermill broker passes Watermill's pubsub/tests: every
+// message delivered, positions that order correctly, reading from a
+// position, prompt return when a context ends, Close that unblocks Fetch,
+// and no goroutine left behind. What a transport cannot do it declares in
+// its transport.Info, and the suite checks that instead.
+package transporttest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/nandi-go/nandi/transport"
+	"go.uber.org/goleak"
+)
+
+// Harness makes what the suite needs.
+type Harness struct {
+	// New returns a source over a fresh, empty topic (stream, subject, log)
+	// and a function that publishes one message to it. The test's cleanup
+	// releases them.
+	New func(t *testing.T) (transport.Source, func(key string, payload []byte))
+	// Settle, if set, is how long to wait after Open before publishing, for
+	// sources that subscribe asynchronously.
+	Settle time.Duration
+}
+
+// Run runs the suite.
+func Run(t *testing.T, h Harness) {
+	t.Run("Delivery", func(t *testing.T) { delivery(t, h) })
+	t.Run("Positions", func(t *testing.T) { positions(t, h) })
+	t.Run("ReadFromPosition", func(t *testing.T) { fromPosition(t, h) })
+	t.Run("ContextEnd", func(t *testing.T) { contextEnd(t, h) })
+	t.Run("Close", func(t *testing.T) { closing(t, h) })
+}
+
+const wait = 10 * time.Second
+
+func open(t *testing.T, h Harness, src transport.Source, from []transport.Position) transport.Reader {
+	t.Helper()
+	r, err := src.Open(context.Background(), from)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	if h.Settle > 0 {
+		time.Sleep(h.Settle)
+	}
+	return r
+}
+
+// read fetches until n messages have come, or fails.
+func read(t *testing.T, r transport.Reader, n int) []*transport.Message {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	var out []*transport.Message
+	for len(out) < n {
+		ms, err := r.Fetch(ctx)
+		if err != nil {
+			t.Fatalf("Fetch after %d of %d messages: %v", len(out), n, err)
+		}
+		if len(ms) == 0 {
+			t.Fatalf("Fetch returned no message and no error")
+		}
+		out = append(out, ms...)
+	}
+	return out
+}
+
+func info(t *testing.T, src transport.Source) transport.Info {
+	t.Helper()
+	in, err := src.Info(context.Background())
+	if err != nil {
+		t.Fatalf("Info: %v", err)
+	}
+	if in.Shards < 1 {
+		t.Fatalf("Info.Shards = %d; want at least 1", in.Shards)
+	}
+	if in.Log && len(in.Ends) != in.Shards {
+		t.Fatalf("a log's Info.Ends has %d positions for %d shards", len(in.Ends), in.Shards)
+	}
+	return in
+}
+
+// Every message published while a reader is open reaches it, each once,
+// in publish order per key; and a second reader sees them all too
+// (fan-out).
+func delivery(t *testing.T, h Harness) {
+	src, publish := h.New(t)
+	info(t, src)
+	a, b := open(t, h, src, nil), open(t, h, src, nil)
+	defer a.Close()
+	defer b.Close()
+	const keys, each = 17, 30
+	for s := range each {
+		for k := range keys {
+			publish(strconv.Itoa(k), []byte(fmt.Sprintf("%d/%d", k, s)))
+		}
+	}
+	for name, r := range map[string]transport.Reader{"first": a, "second": b} {
+		got := read(t, r, keys*each)
+		if len(got) != keys*each {
+			t.Fatalf("%s reader: %d messages; want %d (each once)", name, len(got), keys*each)
+		}
+		next := map[string]int{}
+		for _, m := range got {
+			want := fmt.Sprintf("%s/%d", m.Key, next[m.Key])
+			if string(m.Payload) != want {
+				t.Fatalf("%s reader: key %s delivered %q when %q was due", name, m.Key, m.Payload, want)
+			}
+			next[m.Key]++
+		}
+	}
+}
+
+// A log's positions increase within each shard, Info.Ends is past every
+// message, and a message's shard is within Info.Shards.
+func positions(t *testing.T, h Harness) {
+	src, publish := h.New(t)
+	if !info(t, src).Log {
+		t.Skip("not a log (Info.Log is false): no positions to check")
+	}
+	r := open(t, h, src, nil)
+	defer r.Close()
+	for i := range 200 {
+		publish(strconv.Itoa(i%7), []byte(strconv.Itoa(i)))
+	}
+	got := read(t, r, 200)
+	in := info(t, src)
+	last := map[int]transport.Position{}
+	for _, m := range got {
+		if m.Shard < 0 || m.Shard >= in.Shards {
+			t.Fatalf("message in shard %d; Info says %d shards", m.Shard, in.Shards)
+		}
+		if p, ok := last[m.Shard]; ok && !p.Less(m.Position) {
+			t.Fatalf("shard %d: position %v after %v", m.Shard, m.Position, p)
+		}
+		last[m.Shard] = m.Position
+		if !m.Position.Less(in.Ends[m.Shard]) {
+			t.Fatalf("shard %d: Info.Ends %v is not past message %v", m.Shard, in.Ends[m.Shard], m.Position)
+		}
+	}
+}
+
+// Open from a message's position delivers it first in its shard, then
+// everything after it; from the ends delivers only what comes next.
+func fromPosition(t *testing.T, h Harness) {
+	src, publish := h.New(t)
+	if !info(t, src).Log {
+		t.Skip("not a log (Info.Log is false): cannot read from a position")
+	}
+	for i := range 100 {
+		publish(strconv.Itoa(i%5), []byte(strconv.Itoa(i)))
+	}
+	all := read(t, open(t, h, src, nil), 100)
+	pick := all[37]
+	var after []string
+	for _, m := range all {
+		if m.Shard == pick.Shard && !m.Position.Less(pick.Position) {
+			after = append(after, string(m.Payload))
+		}
+	}
+	in := info(t, src)
+	from := append([]transport.Position(nil), in.Ends...)
+	from[pick.Shard] = pick.Position
+	r := open(t, h, src, from)
+	defer r.Close()
+	got := read(t, r, len(after))
+	for i, m := range got {
+		if m.Shard != pick.Shard || string(m.Payload) != after[i] {
+			t.Fatalf("read from %v: message %d is %q in shard %d; want %q in shard %d", pick.Position, i, m.Payload, m.Shard, after[i], pick.Shard)
+		}
+	}
+	publish("x", []byte("new"))
+	if ms := read(t, open(t, h, src, in.Ends), 1); string(ms[0].Payload) != "new" {
+		t.Fatalf("read from the ends: got %q first; want only what came after", ms[0].Payload)
+	}
+}
+
+// Fetch returns the context's error promptly when it ends, and leaves
+// nothing consumed.
+func contextEnd(t *testing.T, h Harness) {
+	src, publish := h.New(t)
+	r := open(t, h, src, nil)
+	defer r.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err := r.Fetch(ctx)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Fetch on an idle source with a 50ms context = %v; want context.DeadlineExceeded", err)
+	}
+	if took := time.Since(start); took > 2*time.Second {
+		t.Fatalf("Fetch returned %v after its context ended; a blocking read ignores the context", took)
+	}
+	publish("1", []byte("after"))
+	if ms := read(t, r, 1); string(ms[0].Payload) != "after" {
+		t.Fatalf("after a cancelled Fetch got %q; want the next message", ms[0].Payload)
+	}
+}
+
+// Close unblocks a Fetch (ErrClosed), may be called twice, and leaves no
+// goroutine of the reader behind.
+func closing(t *testing.T, h Harness) {
+	src, _ := h.New(t)
+	ignore := goleak.IgnoreCurrent()
+	r := open(t, h, src, nil)
+	done := make(chan error, 1)
+	go func() {
+		_, err := r.Fetch(context.Background())
+		done <- err
+	}()
+	time.Sleep(20 * time.Millisecond)
+	if err := r.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	select {
+	case err := <-done:
+		if !errors.Is(err, transport.ErrClosed) {
+			t.Fatalf("Fetch blocked across Close returned %v; want transport.ErrClosed", err)
+		}
+	case <-time.After(wait):
+		t.Fatal("Close did not unblock Fetch")
+	}
+	if err := r.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	if err := goleak.Find(ignore); err != nil {
+		t.Fatalf("goroutines left behind after Close: %v", err)
+	}
+}
