@@ -33,9 +33,10 @@ type Consumer struct {
 	log   *slog.Logger
 	runs  atomic.Bool
 
-	gate  drain.Gate
-	slots chan struct{} // MaxPending
-	stats stats
+	gate     drain.Gate
+	slots    chan struct{} // MaxPending
+	stats    stats
+	lastTrim time.Time // used by the intake goroutine only
 }
 
 // New returns a Consumer of src for the holder of lease, handling with h.
@@ -581,4 +582,32 @@ func (c *Consumer) writeCheckpoint(tr *term, log *slog.Logger) {
 		tr.shards[s].written = p
 	}
 	tr.mu.Unlock()
+	c.trim(ctx, tr, log)
+}
+
+// trim lets a log that can drop finished entries (transport.Trimmer) drop
+// those below every index's checkpoint in the current epoch: no holder
+// reads below its own, and a new epoch starts at their minimum. Index 0's
+// holder does it, at most once an interval.
+func (c *Consumer) trim(ctx context.Context, tr *term, log *slog.Logger) {
+	tm, ok := c.src.(transport.Trimmer)
+	if !ok || tr.a.Index != 0 || time.Since(c.lastTrim) < c.lease.Options().Interval {
+		return
+	}
+	c.lastTrim = time.Now()
+	st, err := c.led.Read(ctx)
+	if err != nil || st.Current == nil || st.Current.N != tr.st.Current.N {
+		return
+	}
+	for s := range st.Current.Start {
+		low := st.Current.At(s, 0)
+		for k := 1; k < st.Current.R; k++ {
+			if p := st.Current.At(s, k); p.Less(low) {
+				low = p
+			}
+		}
+		if err := tm.Trim(ctx, s, low); err != nil {
+			log.Warn("trim failed", "shard", s, "err", err)
+		}
+	}
 }

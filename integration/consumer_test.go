@@ -3,6 +3,8 @@ package integration
 import (
 	"context"
 	"fmt"
+	"github.com/nandi-go/nandi/transport/redisstream"
+	"github.com/redis/go-redis/v9"
 	"math/rand/v2"
 	"strconv"
 	"strings"
@@ -149,23 +151,18 @@ func (f *fleet) check(ids, each int) {
 	}
 }
 
-// The acceptance test of issue 3: 60,000 messages (10,000 ids, each six
-// times in sequence) into a 4-shard log while the group goes 3 -> 5 -> 2
-// workers by clean starts and stops.
-func TestConsumerExactlyOnceThroughCleanRebalances(t *testing.T) {
-	srv := redistest.Start(t)
-	log := memory.NewLog(4)
-	f := &fleet{
-		t: t, srv: srv, live: map[int]*member{},
-		opts: partition.Options{Name: groupName(t), Interval: 200 * time.Millisecond},
-		src:  log.Source,
-		copt: consumer.Options{Concurrency: 8, CheckpointInterval: 50 * time.Millisecond},
-		// Work long enough that the holders fall behind the producer by
-		// different amounts: a handover then has to skip what the faster
-		// ones finished.
-		work: func() { time.Sleep(time.Duration(rand.Int64N(int64(3 * time.Millisecond)))) },
-	}
+// exactlyOnce is the scenario of issue 3: 60,000 messages (10,000 ids,
+// each six times in sequence) published while the group goes 3 -> 5 -> 2
+// workers by clean starts and stops; then every message must have been
+// handled exactly once, in order per id, only by its owner at that moment.
+func exactlyOnce(t *testing.T, f *fleet, publish func(key string, payload []byte)) {
 	const ids, each = 10_000, 6
+	f.live = map[int]*member{}
+	f.copt = consumer.Options{Concurrency: 8, CheckpointInterval: 50 * time.Millisecond}
+	// Work long enough that the holders fall behind the producer by
+	// different amounts: a handover then has to skip what the faster ones
+	// finished.
+	f.work = func() { time.Sleep(time.Duration(rand.Int64N(int64(3 * time.Millisecond)))) }
 	for range 3 {
 		f.start()
 	}
@@ -174,7 +171,7 @@ func TestConsumerExactlyOnceThroughCleanRebalances(t *testing.T) {
 		defer close(produced)
 		for s := range each {
 			for x := range ids {
-				log.Append(strconv.Itoa(x), fmt.Appendf(nil, "%d/%d", x, s))
+				publish(strconv.Itoa(x), fmt.Appendf(nil, "%d/%d", x, s))
 				if x%100 == 0 {
 					time.Sleep(10 * time.Millisecond) // about 6 seconds in all
 				}
@@ -182,8 +179,8 @@ func TestConsumerExactlyOnceThroughCleanRebalances(t *testing.T) {
 		}
 	}()
 	time.Sleep(2 * time.Second)
-	a, b := f.start(), f.start()
-	_ = b
+	a := f.start()
+	f.start()
 	time.Sleep(2 * time.Second)
 	stopped := 0
 	for id := range f.live {
@@ -200,4 +197,33 @@ func TestConsumerExactlyOnceThroughCleanRebalances(t *testing.T) {
 	time.Sleep(500 * time.Millisecond) // anything handled twice shows up now
 	f.stopAll()
 	f.check(ids, each)
+}
+
+func TestConsumerExactlyOnceThroughCleanRebalances(t *testing.T) {
+	log := memory.NewLog(4)
+	f := &fleet{t: t, srv: redistest.Start(t), opts: partition.Options{Name: groupName(t), Interval: 200 * time.Millisecond}, src: log.Source}
+	exactlyOnce(t, f, func(k string, p []byte) { log.Append(k, p) })
+}
+
+// The same on a real Redis stream, the group trimming what it has finished.
+func TestRedisStreamExactlyOnceThroughCleanRebalances(t *testing.T) {
+	srv := redistest.Start(t)
+	c := srv.Client()
+	f := &fleet{t: t, srv: srv, opts: partition.Options{Name: groupName(t), Interval: 200 * time.Millisecond}}
+	f.src = func() transport.Source {
+		src, err := redisstream.New(srv.Client(), "outbox", redisstream.Options{Trim: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return src
+	}
+	ctx := context.Background()
+	exactlyOnce(t, f, func(k string, p []byte) {
+		if err := c.XAdd(ctx, &redis.XAddArgs{Stream: "outbox", Values: []any{"id", k, "payload", p}}).Err(); err != nil {
+			t.Error(err)
+		}
+	})
+	if n := c.XLen(ctx, "outbox").Val(); n >= 60_000 {
+		t.Errorf("the stream still holds %d entries; the group should have trimmed what it finished", n)
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // Message is one task as a source delivers it.
@@ -131,5 +132,57 @@ type Reader interface {
 	Close() error
 }
 
+// Trimmer is implemented by logs that can drop what a group has finished.
+// A consumer calls Trim with a position below which every index has
+// checkpointed.
+type Trimmer interface {
+	Trim(ctx context.Context, shard int, below Position) error
+}
+
 // ErrClosed is returned by Fetch on a closed Reader.
 var ErrClosed = errors.New("transport: reader closed")
+
+// Closing is the closed state of a Reader, for transports to embed: the
+// zero value is open, Close closes it once, and Err tells a Fetch whether
+// to stop.
+type Closing struct {
+	mu sync.Mutex
+	ch chan struct{}
+}
+
+// Done is closed once Close has been called.
+func (c *Closing) Done() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.channel()
+}
+
+func (c *Closing) channel() chan struct{} {
+	if c.ch == nil {
+		c.ch = make(chan struct{})
+	}
+	return c.ch
+}
+
+// Close closes; it may be called more than once.
+func (c *Closing) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ch := c.channel()
+	select {
+	case <-ch:
+	default:
+		close(ch)
+	}
+	return nil
+}
+
+// Err returns ErrClosed once closed, else ctx's error.
+func (c *Closing) Err(ctx context.Context) error {
+	select {
+	case <-c.Done():
+		return ErrClosed
+	default:
+		return ctx.Err()
+	}
+}

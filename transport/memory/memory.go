@@ -85,25 +85,19 @@ func (s *source) Open(_ context.Context, from []transport.Position) (transport.R
 			next[i] = from[i].Lo
 		}
 	}
-	return &reader{l: s.l, next: next, closed: make(chan struct{})}, nil
+	return &reader{l: s.l, next: next}, nil
 }
 
 type reader struct {
-	l         *Log
-	next      []uint64 // per shard; used by Fetch only
-	turn      int
-	closeOnce sync.Once
-	closed    chan struct{}
+	transport.Closing
+	l    *Log
+	next []uint64 // per shard; used by Fetch only
+	turn int
 }
 
 func (r *reader) Fetch(ctx context.Context) ([]*transport.Message, error) {
 	for {
-		select {
-		case <-r.closed:
-			return nil, transport.ErrClosed
-		default:
-		}
-		if err := ctx.Err(); err != nil {
+		if err := r.Err(ctx); err != nil {
 			return nil, err
 		}
 		r.l.mu.Lock()
@@ -127,15 +121,8 @@ func (r *reader) Fetch(ctx context.Context) ([]*transport.Message, error) {
 		}
 		select {
 		case <-grew:
-		case <-r.closed:
-			return nil, transport.ErrClosed
+		case <-r.Done():
 		case <-ctx.Done():
-			return nil, ctx.Err()
 		}
 	}
-}
-
-func (r *reader) Close() error {
-	r.closeOnce.Do(func() { close(r.closed) })
-	return nil
 }
