@@ -68,7 +68,7 @@ type Stats struct {
 	Failed      int64 // failed attempts
 	DeadLetters int64 // tasks given to DeadLetter successfully
 	Abandoned   int64 // tasks not done when their lease ran out (done again by the next holder)
-	Unowned     int64 // messages of a source that is not a log read while holding nothing
+	Unowned     int64 // messages of a source that is not a log read while holding nothing: lost (NATS core)
 	Checkpoints int64 // checkpoint writes
 	Terms       int64 // terms served
 }
@@ -149,7 +149,13 @@ func (c *Consumer) Run(ctx context.Context) error {
 		}
 	}()
 	for watch.Err() == nil {
-		t, err := c.lease.Next(watch)
+		var t *partition.Term
+		var err error
+		if persistent != nil {
+			t, err = c.discard(watch, persistent)
+		} else {
+			t, err = c.lease.Next(watch)
+		}
 		if err != nil {
 			break
 		}
@@ -168,6 +174,48 @@ func (c *Consumer) Run(ctx context.Context) error {
 		return leaseErr
 	}
 	return nil
+}
+
+// discard reads a source that is not a log while this worker holds
+// nothing, counting (and acknowledging) what it reads as Unowned, until a
+// term is held. Leaving those messages in the subscription instead would
+// have them handled later, under a mapping they did not arrive in, by a
+// worker that may not have owned them when another one did.
+func (c *Consumer) discard(ctx context.Context, r transport.Reader) (*partition.Term, error) {
+	for {
+		changed := c.lease.Changed()
+		if t := c.lease.Term(); t != nil && t.Held() {
+			return t, nil
+		}
+		fctx, cancel := context.WithCancel(ctx)
+		stop := make(chan struct{})
+		go func() {
+			select {
+			case <-changed:
+				cancel()
+			case <-stop:
+			}
+		}()
+		ms, err := r.Fetch(fctx)
+		close(stop)
+		cancel()
+		for _, m := range ms {
+			c.stats.unowned.Add(1)
+			if m.Ack != nil {
+				m.Ack()
+			}
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if err != nil && !errors.Is(err, context.Canceled) {
+			c.log.Warn("fetch failed", "err", err)
+			select {
+			case <-time.After(100 * time.Millisecond):
+			case <-ctx.Done():
+			}
+		}
+	}
 }
 
 // term is one term being served.

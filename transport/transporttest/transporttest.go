@@ -46,6 +46,7 @@ func open(t *testing.T, h Harness, src transport.Source, from []transport.Positi
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
+	t.Cleanup(func() { _ = r.Close() })
 	if h.Settle > 0 {
 		time.Sleep(h.Settle)
 	}

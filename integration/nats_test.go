@@ -1,0 +1,101 @@
+package integration
+
+import (
+	"context"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nandi-go/nandi/consumer"
+	"github.com/nandi-go/nandi/internal/natstest"
+	"github.com/nandi-go/nandi/internal/redistest"
+	"github.com/nandi-go/nandi/partition"
+	"github.com/nandi-go/nandi/transport"
+	"github.com/nandi-go/nandi/transport/natscore"
+	"github.com/nandi-go/nandi/transport/natsjs"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// The exactly-once scenario on a JetStream stream: ordered consumers from
+// the ledger's stream sequences.
+func TestJetStreamExactlyOnceThroughCleanRebalances(t *testing.T) {
+	ns := natstest.Start(t)
+	js, err := jetstream.New(ns.Conn())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "OUTBOX", Subjects: []string{"outbox"}}); err != nil {
+		t.Fatal(err)
+	}
+	f := &fleet{t: t, srv: redistest.Start(t), opts: partition.Options{Name: groupName(t), Interval: 200 * time.Millisecond}}
+	f.src = func() transport.Source {
+		wjs, err := jetstream.New(ns.Conn())
+		if err != nil {
+			t.Fatal(err)
+		}
+		src, err := natsjs.New(wjs, "OUTBOX", natsjs.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return src
+	}
+	pub := ns.Conn()
+	exactlyOnce(t, f, func(k string, p []byte) {
+		m := nats.NewMsg("outbox")
+		m.Header.Set("id", k)
+		m.Data = p
+		if err := pub.PublishMsg(m); err != nil { // JetStream stores core publishes in order
+			t.Error(err)
+		}
+	})
+}
+
+// Core NATS keeps nothing: what arrives while the worker holds nothing is
+// read, counted as Unowned and dropped; what arrives while it holds is
+// handled.
+func TestNATSCoreCountsWhatArrivesUnowned(t *testing.T) {
+	ns := natstest.Start(t)
+	srv := redistest.Start(t)
+	l, err := partition.New(srv.Client(), partition.Options{Name: groupName(t), Interval: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, _ := natscore.New(ns.Conn(), "tasks", natscore.Options{})
+	var handled atomic.Int64
+	c, err := consumer.New(l, src, func(ctx context.Context, m *transport.Message) error { handled.Add(1); return nil }, consumer.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	pub := ns.Conn()
+	publish := func(from, n int) {
+		for i := from; i < from+n; i++ {
+			m := nats.NewMsg("tasks")
+			m.Header.Set("id", strconv.Itoa(i))
+			if err := pub.PublishMsg(m); err != nil {
+				t.Fatal(err)
+			}
+		}
+		_ = pub.Flush()
+	}
+	time.Sleep(50 * time.Millisecond) // subscribed; the lease needs two intervals more
+	publish(0, 100)
+	redistest.WaitFor(t, 10*time.Second, "100 messages read while holding nothing", func() bool { return c.Stats().Unowned == 100 })
+	if _, err := l.Next(ctx); err != nil {
+		t.Fatal(err)
+	}
+	publish(100, 100)
+	redistest.WaitFor(t, 10*time.Second, "100 messages handled under the lease", func() bool { return handled.Load() == 100 })
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if st := c.Stats(); st.Unowned != 100 || st.Handled != 100 {
+		t.Fatalf("Stats = %+v; want 100 unowned (lost, and counted), 100 handled", st)
+	}
+}

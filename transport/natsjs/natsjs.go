@@ -1,0 +1,176 @@
+// Package natsjs is the JetStream transport: every worker of a group reads
+// the stream with its own ordered consumer (ephemeral, no acks) from the
+// stream sequences the consumer's checkpoint ledger gives, and handles what
+// its lease owns, so a handover loses nothing. The stream is one shard; its
+// sequence is the position.
+//
+// The task id is the message header Options.KeyHeader (default "id"), or
+// Options.Key. A message without it carries an error naming its sequence
+// and goes to the consumer's failure policy.
+package natsjs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/nandi-go/nandi/transport"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Options configure a Source.
+type Options struct {
+	// KeyHeader is the header holding the task id; default "id".
+	KeyHeader string
+	// Key, if set, returns the task id of a message instead.
+	Key func(m jetstream.Msg) (string, error)
+	// Subjects filters the stream (default: all of it).
+	Subjects []string
+	// Batch is the most messages one Fetch returns (default 512).
+	Batch int
+}
+
+// Source reads one stream.
+type Source struct {
+	js     jetstream.JetStream
+	stream string
+	opts   Options
+}
+
+// New returns a Source for stream. It does no I/O.
+func New(js jetstream.JetStream, stream string, opts Options) (*Source, error) {
+	if js == nil {
+		return nil, errors.New("natsjs: JetStream is nil")
+	}
+	if stream == "" {
+		return nil, errors.New("natsjs: stream name is empty")
+	}
+	if opts.KeyHeader == "" {
+		opts.KeyHeader = "id"
+	}
+	if opts.Batch <= 0 {
+		opts.Batch = 512
+	}
+	return &Source{js: js, stream: stream, opts: opts}, nil
+}
+
+// Info reports one shard ending after the stream's last sequence.
+func (s *Source) Info(ctx context.Context) (transport.Info, error) {
+	st, err := s.js.Stream(ctx, s.stream)
+	if err != nil {
+		return transport.Info{}, fmt.Errorf("natsjs: stream %s: %w", s.stream, err)
+	}
+	in, err := st.Info(ctx)
+	if err != nil {
+		return transport.Info{}, fmt.Errorf("natsjs: stream %s info: %w", s.stream, err)
+	}
+	return transport.Info{Log: true, Shards: 1, Ends: []transport.Position{transport.Offset(in.State.LastSeq + 1)}}, nil
+}
+
+// Open starts an ordered consumer at sequence from[0] (the stream's start
+// without one).
+func (s *Source) Open(ctx context.Context, from []transport.Position) (transport.Reader, error) {
+	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: s.opts.Subjects, DeliverPolicy: jetstream.DeliverAllPolicy}
+	if len(from) > 0 && from[0].Lo > 1 {
+		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, from[0].Lo
+	}
+	cons, err := s.js.OrderedConsumer(ctx, s.stream, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("natsjs: ordered consumer on %s: %w", s.stream, err)
+	}
+	it, err := cons.Messages()
+	if err != nil {
+		return nil, fmt.Errorf("natsjs: messages of %s: %w", s.stream, err)
+	}
+	return &reader{s: s, cons: cons, it: it}, nil
+}
+
+type reader struct {
+	transport.Closing
+	s    *Source
+	cons jetstream.Consumer
+	it   jetstream.MessagesContext
+	once sync.Once
+}
+
+// Fetch waits for one message, then takes what else is already there.
+// Iterator calls that end with the context leave their message in the
+// iterator: nothing is consumed.
+func (r *reader) Fetch(ctx context.Context) ([]*transport.Message, error) {
+	if err := r.Err(ctx); err != nil {
+		return nil, err
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(ctx, cancel)
+	defer stop()
+	go func() {
+		select {
+		case <-r.Done():
+			cancel()
+		case <-cctx.Done():
+		}
+	}()
+	m, err := r.it.Next(jetstream.NextContext(cctx))
+	if err != nil {
+		if e := r.Err(ctx); e != nil {
+			return nil, e
+		}
+		return nil, fmt.Errorf("natsjs: next message of %s: %w", r.s.stream, err)
+	}
+	out := []*transport.Message{r.s.message(m)}
+	for len(out) < r.s.opts.Batch {
+		m, err := r.it.Next(jetstream.NextMaxWait(time.Millisecond))
+		if err != nil {
+			break
+		}
+		out = append(out, r.s.message(m))
+	}
+	return out, nil
+}
+
+func (s *Source) message(m jetstream.Msg) *transport.Message {
+	out := &transport.Message{Payload: m.Data()}
+	var seq uint64
+	if md, err := m.Metadata(); err == nil {
+		seq = md.Sequence.Stream
+	}
+	out.Position = transport.Offset(seq)
+	h := m.Headers()
+	if len(h) > 0 {
+		out.Headers = make(map[string]string, len(h))
+		for k := range h {
+			out.Headers[k] = h.Get(k)
+		}
+	}
+	switch {
+	case s.opts.Key != nil:
+		out.Key, out.Err = s.opts.Key(m)
+	case nats.Header(h).Get(s.opts.KeyHeader) != "":
+		out.Key = h.Get(s.opts.KeyHeader)
+	default:
+		out.Err = fmt.Errorf("natsjs: message %d of stream %s has no header %q (its task id)", seq, s.stream, s.opts.KeyHeader)
+	}
+	if out.Err != nil {
+		out.Key = fmt.Sprint(seq)
+	}
+	return out
+}
+
+// Close stops the iterator and deletes the ordered consumer on the server
+// at once (it would otherwise linger until its inactivity threshold).
+func (r *reader) Close() error {
+	_ = r.Closing.Close() // first, so a Fetch cut short reports ErrClosed
+	r.once.Do(func() {
+		r.it.Stop()
+		if ci := r.cons.CachedInfo(); ci != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			_ = r.s.js.DeleteConsumer(ctx, r.s.stream, ci.Name)
+			cancel()
+		}
+	})
+	return nil
+}
