@@ -1,0 +1,310 @@
+// Package kafkatopic is the Kafka shared-topic transport
+// (github.com/segmentio/kafka-go): every worker of a nandi group reads every
+// partition of the topic, with no consumer group, from the per-partition
+// offsets the consumer's checkpoint ledger keeps, and handles what its lease
+// owns. A topic of 3 partitions can so be served by 10 workers, with per-key
+// order kept (a key stays in one partition, and one worker owns it).
+//
+// Partitions are the shards and offsets the positions. The task id is the
+// message key (a decimal, or hashed), or Options.Key; a message without a
+// key carries an error naming its partition and offset and goes to the
+// consumer's failure policy.
+//
+// With Options.CommitGroup, the group's low watermark (the offset below which
+// every index has finished) is committed as that consumer group's offset,
+// so that lag tools (kafka-consumer-groups, Burrow, exporters) keep working.
+package kafkatopic
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/nandi-go/nandi/transport"
+	"github.com/segmentio/kafka-go"
+)
+
+// Options configure a Source.
+type Options struct {
+	// Key, if set, returns the task id of a message instead of its key.
+	Key func(m kafka.Message) (string, error)
+	// MaxWait bounds one fetch from a broker (default 100ms; kafka-go's
+	// default of 10s makes a reader take seconds to close).
+	MaxWait time.Duration
+	// Dialer, if set, is used by the partition readers (TLS, SASL).
+	Dialer *kafka.Dialer
+	// Transport, if set, is used for metadata, offsets and commits (TLS,
+	// SASL); default one of the Source's own.
+	Transport *kafka.Transport
+	// CommitGroup, if set, receives the group's low watermark as its
+	// committed offsets.
+	CommitGroup string
+	// Buffer is how many messages are read ahead of Fetch (default 1024).
+	Buffer int
+}
+
+// Source reads one topic.
+type Source struct {
+	brokers []string
+	topic   string
+	opts    Options
+	client  *kafka.Client
+	own     *kafka.Transport // closed by Close when not the user's
+}
+
+// New returns a Source for topic on brokers. It does no I/O. Close it when
+// done, to release the connections of its own Transport.
+func New(brokers []string, topic string, opts Options) (*Source, error) {
+	if len(brokers) == 0 {
+		return nil, errors.New("kafkatopic: no broker address")
+	}
+	if topic == "" {
+		return nil, errors.New("kafkatopic: topic is empty")
+	}
+	if opts.MaxWait == 0 {
+		opts.MaxWait = 100 * time.Millisecond
+	}
+	if opts.Buffer <= 0 {
+		opts.Buffer = 1024
+	}
+	s := &Source{brokers: brokers, topic: topic, opts: opts}
+	tr := opts.Transport
+	if tr == nil {
+		s.own = &kafka.Transport{}
+		tr = s.own
+	}
+	s.client = &kafka.Client{Addr: kafka.TCP(brokers...), Transport: tr}
+	return s, nil
+}
+
+// Close releases the Source's own connections.
+func (s *Source) Close() error {
+	if s.own != nil {
+		s.own.CloseIdleConnections()
+	}
+	return nil
+}
+
+// done closes the idle connections of the Source's own Transport after
+// each call: they are occasional (Info, Open, commits), and an idle pool
+// would keep goroutines for nothing.
+func (s *Source) done() {
+	if s.own != nil {
+		s.own.CloseIdleConnections()
+	}
+}
+
+func (s *Source) partitions(ctx context.Context) ([]int, error) {
+	defer s.done()
+	md, err := s.client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{s.topic}})
+	if err != nil {
+		return nil, fmt.Errorf("kafkatopic: metadata of %s: %w", s.topic, err)
+	}
+	for _, t := range md.Topics {
+		if t.Name != s.topic {
+			continue
+		}
+		if t.Error != nil {
+			return nil, fmt.Errorf("kafkatopic: topic %s: %w", s.topic, t.Error)
+		}
+		var ps []int
+		for _, p := range t.Partitions {
+			ps = append(ps, p.ID)
+		}
+		sort.Ints(ps)
+		return ps, nil
+	}
+	return nil, fmt.Errorf("kafkatopic: topic %s not found", s.topic)
+}
+
+// offsets returns the first and the next offset of every partition.
+func (s *Source) offsets(ctx context.Context, n int) (first, next []int64, err error) {
+	defer s.done()
+	var reqs []kafka.OffsetRequest
+	for p := range n {
+		reqs = append(reqs, kafka.FirstOffsetOf(p), kafka.LastOffsetOf(p))
+	}
+	res, err := s.client.ListOffsets(ctx, &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{s.topic: reqs}})
+	if err != nil {
+		return nil, nil, fmt.Errorf("kafkatopic: offsets of %s: %w", s.topic, err)
+	}
+	first, next = make([]int64, n), make([]int64, n)
+	for _, po := range res.Topics[s.topic] {
+		if po.Error != nil {
+			return nil, nil, fmt.Errorf("kafkatopic: offsets of %s/%d: %w", s.topic, po.Partition, po.Error)
+		}
+		if po.Partition < n {
+			first[po.Partition], next[po.Partition] = po.FirstOffset, po.LastOffset
+		}
+	}
+	return first, next, nil
+}
+
+// Info reports the topic's partitions as shards, ending at their next
+// offsets.
+func (s *Source) Info(ctx context.Context) (transport.Info, error) {
+	ps, err := s.partitions(ctx)
+	if err != nil {
+		return transport.Info{}, err
+	}
+	_, next, err := s.offsets(ctx, len(ps))
+	if err != nil {
+		return transport.Info{}, err
+	}
+	ends := make([]transport.Position, len(ps))
+	for i, o := range next {
+		ends[i] = transport.Offset(uint64(max(o, 0)))
+	}
+	return transport.Info{Log: true, Shards: len(ps), Ends: ends}, nil
+}
+
+// Open starts one reader per partition at from[p] (or the partition's first
+// offset, when from[p] is before it: retention removed the rest).
+func (s *Source) Open(ctx context.Context, from []transport.Position) (transport.Reader, error) {
+	ps, err := s.partitions(ctx)
+	if err != nil {
+		return nil, err
+	}
+	first, _, err := s.offsets(ctx, len(ps))
+	if err != nil {
+		return nil, err
+	}
+	pctx, cancel := context.WithCancel(context.Background())
+	r := &reader{s: s, ch: make(chan kafka.Message, s.opts.Buffer), cancel: cancel}
+	for _, p := range ps {
+		start := first[p]
+		if p < len(from) && int64(from[p].Lo) > start {
+			start = int64(from[p].Lo)
+		}
+		kr := kafka.NewReader(kafka.ReaderConfig{Brokers: s.brokers, Topic: s.topic, Partition: p, MaxWait: s.opts.MaxWait, Dialer: s.opts.Dialer})
+		if err := kr.SetOffset(start); err != nil {
+			cancel()
+			_ = kr.Close()
+			r.closeReaders()
+			return nil, fmt.Errorf("kafkatopic: %s/%d at %d: %w", s.topic, p, start, err)
+		}
+		r.readers = append(r.readers, kr)
+		r.wg.Go(func() { r.pump(pctx, kr) })
+	}
+	return r, nil
+}
+
+type reader struct {
+	transport.Closing
+	s       *Source
+	readers []*kafka.Reader
+	ch      chan kafka.Message
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	once    sync.Once
+}
+
+// pump moves one partition's messages into the shared channel, in order.
+func (r *reader) pump(ctx context.Context, kr *kafka.Reader) {
+	for {
+		m, err := kr.FetchMessage(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			select {
+			case <-time.After(100 * time.Millisecond):
+				continue
+			case <-ctx.Done():
+				return
+			}
+		}
+		select {
+		case r.ch <- m:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+func (r *reader) Fetch(ctx context.Context) ([]*transport.Message, error) {
+	if err := r.Err(ctx); err != nil {
+		return nil, err
+	}
+	var out []*transport.Message
+	select {
+	case m := <-r.ch:
+		out = append(out, r.s.message(m))
+	case <-r.Done():
+		return nil, transport.ErrClosed
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	for len(out) < 512 {
+		select {
+		case m := <-r.ch:
+			out = append(out, r.s.message(m))
+		default:
+			return out, nil
+		}
+	}
+	return out, nil
+}
+
+func (s *Source) message(m kafka.Message) *transport.Message {
+	out := &transport.Message{Payload: m.Value, Shard: m.Partition, Position: transport.Offset(uint64(m.Offset))}
+	if len(m.Headers) > 0 {
+		out.Headers = make(map[string]string, len(m.Headers))
+		for _, h := range m.Headers {
+			out.Headers[h.Key] = string(h.Value)
+		}
+	}
+	switch {
+	case s.opts.Key != nil:
+		out.Key, out.Err = s.opts.Key(m)
+	case len(m.Key) > 0:
+		out.Key = string(m.Key)
+	default:
+		out.Err = fmt.Errorf("kafkatopic: message %s/%d@%d has no key (its task id)", s.topic, m.Partition, m.Offset)
+	}
+	if out.Err != nil {
+		out.Key = fmt.Sprintf("%d@%d", m.Partition, m.Offset)
+	}
+	return out
+}
+
+func (r *reader) Close() error {
+	_ = r.Closing.Close()
+	r.once.Do(func() {
+		r.cancel()
+		r.wg.Wait()
+		r.closeReaders()
+	})
+	return nil
+}
+
+func (r *reader) closeReaders() {
+	for _, kr := range r.readers {
+		_ = kr.Close()
+	}
+}
+
+// Trim commits below as the offset of CommitGroup for partition shard (a
+// no-op without CommitGroup): the group's low watermark, for lag tools.
+func (s *Source) Trim(ctx context.Context, shard int, below transport.Position) error {
+	if s.opts.CommitGroup == "" {
+		return nil
+	}
+	defer s.done()
+	res, err := s.client.OffsetCommit(ctx, &kafka.OffsetCommitRequest{
+		GroupID: s.opts.CommitGroup, GenerationID: -1,
+		Topics: map[string][]kafka.OffsetCommit{s.topic: {{Partition: shard, Offset: int64(below.Lo)}}},
+	})
+	if err != nil {
+		return fmt.Errorf("kafkatopic: commit %s %s/%d=%d: %w", s.opts.CommitGroup, s.topic, shard, below.Lo, err)
+	}
+	for _, ps := range res.Topics[s.topic] {
+		if ps.Error != nil {
+			return fmt.Errorf("kafkatopic: commit %s %s/%d=%d: %w", s.opts.CommitGroup, s.topic, shard, below.Lo, ps.Error)
+		}
+	}
+	return nil
+}
