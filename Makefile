@@ -3,19 +3,23 @@
 # test that needs a real server (and says so).
 GO        ?= go
 PKGS      := ./...
+# The integration tests run on their own, after the rest: they time a group
+# of leases on 2 cores, and packages test in parallel otherwise.
+NOT_INTEGRATION = $(shell $(GO) list ./... | grep -v /integration)
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
 .PHONY: test test-unit test-integration bench lint fuzz
 
 test:
 	$(GO) vet $(PKGS)
-	$(GO) test -race -count=1 -timeout 15m $(PKGS)
+	$(GO) test -race -count=1 -timeout 15m $(NOT_INTEGRATION)
+	$(GO) test -race -count=1 -p 1 -timeout 15m ./integration/...
 
 test-unit:
 	$(GO) test -short -race -count=1 $(PKGS)
 
 test-integration:
-	$(GO) test -race -count=1 -timeout 15m ./integration/...
+	$(GO) test -race -count=1 -p 1 -timeout 15m ./integration/...
 
 # Figures for the lease and the consumer on a real redis-server; prints tables.
 bench:

@@ -442,6 +442,11 @@ func (c *Consumer) intake(ctx, watch context.Context, tr *term, r transport.Read
 				if !info.Log {
 					c.stats.unowned.Add(int64(len(ms) - i))
 				}
+				for _, m := range ms[i:] {
+					if m.Ack != nil {
+						m.Ack()
+					}
+				}
 				return
 			}
 			if !c.dispatch(tr, m, info, s) {
@@ -538,6 +543,9 @@ func (c *Consumer) run(t *task) {
 	tr := t.tr
 	if !c.attempt(t) {
 		c.stats.abandoned.Add(1)
+		if t.m.Ack != nil {
+			t.m.Ack() // a copy of a source that is not a log: given up
+		}
 		return
 	}
 	c.stats.handled.Add(1)

@@ -23,8 +23,11 @@ type Message struct {
 	Position Position
 
 	// Ack, when set, tells the source that the worker is done with the
-	// message: handled, or not its to handle. Sources that need no
-	// acknowledgement (logs read from positions, NATS core) leave it nil.
+	// message: handled, not its to handle, or given up (read while holding
+	// nothing, or its lease ended first; a source that is not a log does
+	// not deliver it again, since every worker has its own copy). Sources
+	// that need no acknowledgement (logs read from positions, NATS core)
+	// leave it nil.
 	Ack func()
 
 	// Err, when set, says the source could not make a proper task of the

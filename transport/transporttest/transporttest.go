@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -67,6 +68,11 @@ func read(t *testing.T, r transport.Reader, n int) []*transport.Message {
 		if len(ms) == 0 {
 			t.Fatalf("Fetch returned no message and no error")
 		}
+		for _, m := range ms {
+			if m.Ack != nil {
+				m.Ack() // sources that deliver one at a time wait for it
+			}
+		}
 		out = append(out, ms...)
 	}
 	return out
@@ -94,21 +100,35 @@ func delivery(t *testing.T, h Harness) {
 	src, publish := h.New(t)
 	info(t, src)
 	a, b := open(t, h, src, nil), open(t, h, src, nil)
-	defer a.Close()
-	defer b.Close()
 	const keys, each = 17, 30
-	for s := range each {
-		for k := range keys {
-			publish(strconv.Itoa(k), []byte(fmt.Sprintf("%d/%d", k, s)))
+	// Publish while both readers read: a source may deliver one message at
+	// a time per subscriber, and hold its publisher until they take it.
+	published := background(func() {
+		for s := range each {
+			for k := range keys {
+				publish(strconv.Itoa(k), []byte(fmt.Sprintf("%d/%d", k, s)))
+			}
 		}
-	}
+	})
+	got := map[string][]*transport.Message{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
 	for name, r := range map[string]transport.Reader{"first": a, "second": b} {
-		got := read(t, r, keys*each)
-		if len(got) != keys*each {
-			t.Fatalf("%s reader: %d messages; want %d (each once)", name, len(got), keys*each)
+		wg.Go(func() {
+			ms := read(t, r, keys*each)
+			mu.Lock()
+			got[name] = ms
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	published()
+	for name, ms := range got {
+		if len(ms) != keys*each {
+			t.Fatalf("%s reader: %d messages; want %d (each once)", name, len(ms), keys*each)
 		}
 		next := map[string]int{}
-		for _, m := range got {
+		for _, m := range ms {
 			want := fmt.Sprintf("%s/%d", m.Key, next[m.Key])
 			if string(m.Payload) != want {
 				t.Fatalf("%s reader: key %s delivered %q when %q was due", name, m.Key, m.Payload, want)
@@ -116,6 +136,16 @@ func delivery(t *testing.T, h Harness) {
 			next[m.Key]++
 		}
 	}
+}
+
+// background runs f in a goroutine; the returned function waits for it.
+func background(f func()) func() {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f()
+	}()
+	return func() { <-done }
 }
 
 // A log's positions increase within each shard, Info.Ends is past every
@@ -198,10 +228,11 @@ func contextEnd(t *testing.T, h Harness) {
 	if took := time.Since(start); took > 2*time.Second {
 		t.Fatalf("Fetch returned %v after its context ended; a blocking read ignores the context", took)
 	}
-	publish("1", []byte("after"))
+	published := background(func() { publish("1", []byte("after")) })
 	if ms := read(t, r, 1); string(ms[0].Payload) != "after" {
 		t.Fatalf("after a cancelled Fetch got %q; want the next message", ms[0].Payload)
 	}
+	published()
 }
 
 // Close unblocks a Fetch (ErrClosed), may be called twice, and leaves no

@@ -1,4 +1,4 @@
-package integration
+package delivery
 
 import (
 	"context"

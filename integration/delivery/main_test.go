@@ -1,0 +1,19 @@
+// Package delivery holds the end-to-end delivery tests: consumers over every
+// transport, against real peers (redis-server, an embedded nats-server,
+// kfake), while the group changes.
+package delivery
+
+import (
+	"strings"
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+func groupName(t *testing.T) string {
+	return strings.NewReplacer("/", "-", " ", "-").Replace(t.Name())
+}

@@ -1,0 +1,210 @@
+// Package watermillsub puts Watermill (github.com/ThreeDotsLabs/watermill)
+// under a nandi lease, two ways:
+//
+//   - New makes a transport.Source of any message.Subscriber, for
+//     package consumer;
+//   - Filter is a router middleware that lets an existing Watermill handler
+//     run under a lease you run yourself.
+//
+// # Which subscribers fit
+//
+// Every worker must see every message: use a subscriber that fans out, one
+// subscription per worker. GoChannel does; watermill-redisstream does with
+// an empty ConsumerGroup (or a consumer group of its own per worker; set
+// DisableIndefiniteInitialBlock, or its first read blocks until a message
+// comes and outlives the subscription); Kafka
+// or NATS JetStream subscribers do with a consumer group or durable name
+// per worker. A subscriber whose workers compete for messages (one shared
+// consumer group, a NATS queue group, an SQS queue) does not fit: a worker
+// would never see the messages its lease owns that another worker took.
+//
+// # What is guaranteed
+//
+// A message a worker does not own is acknowledged on its own subscription
+// and not handled. A message that arrives while the worker holds nothing
+// (about an interval at every change of membership) is acknowledged and
+// dropped, and counted (consumer.Stats Unowned, or Filter.Unowned): keeping
+// it for later would let a worker handle, under a new mapping, a message
+// that its old owner may have handled already. For handovers that lose
+// nothing, read a log with positions instead (transport/redisstream,
+// transport/natsjs, transport/kafkatopic). A task the consumer gives up at
+// the end of a lease is acknowledged too, and counted (Stats Abandoned).
+//
+// The task id is the metadata value Options.KeyMetadata (default "id"), or
+// Options.Key; a message without it carries an error naming its UUID and
+// goes to the consumer's failure policy (the Filter returns that error).
+package watermillsub
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/nandi-go/nandi/consumer"
+	"github.com/nandi-go/nandi/partition"
+	"github.com/nandi-go/nandi/transport"
+)
+
+// Options configure a Source or a Filter.
+type Options struct {
+	// KeyMetadata is the metadata key holding the task id; default "id".
+	KeyMetadata string
+	// Key, if set, returns the task id of a message instead.
+	Key func(m *message.Message) (string, error)
+}
+
+func (o Options) key(m *message.Message) (string, error) {
+	if o.Key != nil {
+		return o.Key(m)
+	}
+	k := o.KeyMetadata
+	if k == "" {
+		k = "id"
+	}
+	if v := m.Metadata.Get(k); v != "" {
+		return v, nil
+	}
+	return "", fmt.Errorf("watermillsub: message %s has no metadata %q (its task id)", m.UUID, k)
+}
+
+// Source reads one topic of a subscriber.
+type Source struct {
+	sub   message.Subscriber
+	topic string
+	opts  Options
+}
+
+// New returns a Source for topic of sub. It does no I/O; sub is not closed
+// by the Source.
+func New(sub message.Subscriber, topic string, opts Options) (*Source, error) {
+	if sub == nil {
+		return nil, errors.New("watermillsub: subscriber is nil")
+	}
+	if topic == "" {
+		return nil, errors.New("watermillsub: topic is empty")
+	}
+	return &Source{sub: sub, topic: topic, opts: opts}, nil
+}
+
+// Info reports a source that is not a log; what arrives while the worker
+// holds nothing is dropped.
+func (s *Source) Info(context.Context) (transport.Info, error) {
+	return transport.Info{Shards: 1, Lossy: true}, nil
+}
+
+// Open subscribes; from is ignored.
+func (s *Source) Open(_ context.Context, _ []transport.Position) (transport.Reader, error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	ch, err := s.sub.Subscribe(ctx, s.topic)
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("watermillsub: subscribe %s: %w", s.topic, err)
+	}
+	return &reader{s: s, ch: ch, cancel: cancel}, nil
+}
+
+type reader struct {
+	transport.Closing
+	s      *Source
+	ch     <-chan *message.Message
+	cancel context.CancelFunc
+	once   sync.Once
+}
+
+// Fetch returns one message: Watermill subscribers deliver the next one
+// after the last is acknowledged.
+func (r *reader) Fetch(ctx context.Context) ([]*transport.Message, error) {
+	if err := r.Err(ctx); err != nil {
+		return nil, err
+	}
+	select {
+	case m, ok := <-r.ch:
+		if !ok {
+			if err := r.Err(ctx); err != nil {
+				return nil, err
+			}
+			return nil, fmt.Errorf("watermillsub: the subscription to %s ended", r.s.topic)
+		}
+		return []*transport.Message{r.s.message(m)}, nil
+	case <-r.Done():
+		return nil, transport.ErrClosed
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func (s *Source) message(m *message.Message) *transport.Message {
+	out := &transport.Message{Payload: m.Payload, Headers: map[string]string(m.Metadata)}
+	out.Key, out.Err = s.opts.key(m)
+	if out.Err != nil {
+		out.Key = m.UUID
+	}
+	out.Ack = func() { m.Ack() }
+	return out
+}
+
+func (r *reader) Close() error {
+	_ = r.Closing.Close()
+	r.once.Do(func() {
+		r.cancel()
+		// Messages delivered after the cancel are not ours to handle.
+		for {
+			select {
+			case m, ok := <-r.ch:
+				if !ok {
+					return
+				}
+				m.Nack()
+			default:
+				return
+			}
+		}
+	})
+	return nil
+}
+
+// Filter is a router middleware that runs a handler only for the messages
+// a lease owns. Run the lease yourself (lease.Run).
+type Filter struct {
+	lease *partition.Lease
+	opts  Options
+
+	notOwned, unowned atomic.Int64
+}
+
+// NewFilter returns a Filter for lease.
+func NewFilter(lease *partition.Lease, opts Options) *Filter {
+	return &Filter{lease: lease, opts: opts}
+}
+
+// NotOwned counts messages acknowledged without handling as another
+// index's; Unowned those acknowledged and dropped while nothing was held.
+func (f *Filter) NotOwned() int64 { return f.notOwned.Load() }
+
+// Unowned: see NotOwned.
+func (f *Filter) Unowned() int64 { return f.unowned.Load() }
+
+// Middleware runs h for the messages the lease owns at the moment they
+// arrive, acknowledges the others without running it, and returns the key
+// error of a message without a task id.
+func (f *Filter) Middleware(h message.HandlerFunc) message.HandlerFunc {
+	return func(m *message.Message) ([]*message.Message, error) {
+		k, err := f.opts.key(m)
+		if err != nil {
+			return nil, err
+		}
+		a, ok := f.lease.Current()
+		switch {
+		case !ok:
+			f.unowned.Add(1)
+			return nil, nil
+		case !a.Owns(consumer.ID(k)):
+			f.notOwned.Add(1)
+			return nil, nil
+		}
+		return h(m)
+	}
+}
