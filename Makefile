@@ -23,7 +23,7 @@ test-integration:
 
 # Figures for the lease and the consumer on a real redis-server; prints tables.
 bench:
-	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 60m ./integration/ ./partition/ ./consumer/
+	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 60m -p 1 ./integration/... ./partition/ ./consumer/
 
 lint:
 	$(GO) vet $(PKGS)
