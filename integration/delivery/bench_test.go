@@ -230,3 +230,7 @@ func xaddOnce(c redis.UniversalClient, stream string) {
 		xadd(c, stream, benchN)
 	}
 }
+
+func newNoopConsumer(l *partition.Lease, src transport.Source) (*consumer.Consumer, error) {
+	return consumer.New(l, src, func(context.Context, *transport.Message) error { return nil }, consumer.Options{})
+}
