@@ -2,7 +2,10 @@ package delivery
 
 import (
 	"context"
+	"github.com/nandi-go/nandi/transport/redisstream"
+	"github.com/redis/go-redis/v9"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -97,5 +100,46 @@ func TestNATSCoreCountsWhatArrivesUnowned(t *testing.T) {
 	}
 	if st := c.Stats(); st.Unowned != 100 || st.Handled != 100 {
 		t.Fatalf("Stats = %+v; want 100 unowned (lost, and counted), 100 handled", st)
+	}
+}
+
+// A message a source cannot make a task of (a stream entry without its id
+// field) reaches the failure policy with an error naming it, never the
+// handler, and is not dropped silently.
+func TestEntryWithoutIDGoesToTheFailurePolicy(t *testing.T) {
+	srv := redistest.Start(t)
+	c := srv.Client()
+	ctx := context.Background()
+	bad, _ := c.XAdd(ctx, &redis.XAddArgs{Stream: "in", Values: []any{"payload", "no id"}}).Result()
+	c.XAdd(ctx, &redis.XAddArgs{Stream: "in", Values: []any{"id", "7", "payload", "fine"}})
+	l, _ := partition.New(srv.Client(), partition.Options{Name: groupName(t), Interval: 200 * time.Millisecond})
+	src, _ := redisstream.New(srv.Client(), "in", redisstream.Options{})
+	var handled atomic.Int64
+	dead := make(chan error, 1)
+	cons, err := consumer.New(l, src, func(ctx context.Context, m *transport.Message) error { handled.Add(1); return nil }, consumer.Options{
+		MaxAttempts: 1,
+		DeadLetter: func(ctx context.Context, m *transport.Message, err error) error {
+			dead <- err
+			return nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- cons.Run(rctx) }()
+	select {
+	case err := <-dead:
+		if !strings.Contains(err.Error(), bad) {
+			t.Errorf("dead letter error %q does not name entry %s", err, bad)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the entry without an id never reached the failure policy")
+	}
+	redistest.WaitFor(t, 10*time.Second, "the good entry handled", func() bool { return handled.Load() == 1 })
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
 	}
 }
