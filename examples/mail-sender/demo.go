@@ -1,0 +1,402 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/smtp"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/nandi-go/nandi/consumer"
+	"github.com/nandi-go/nandi/partition"
+	"github.com/nandi-go/nandi/transport"
+	"github.com/nandi-go/nandi/transport/redisstream"
+	"github.com/redis/go-redis/v9"
+)
+
+// env is where the demo runs: a Redis and an SMTP server, real or embedded.
+type env struct {
+	newClient func() *redis.Client
+	smtpAddr  string
+	sink      *sink // nil with -smtp: then the report counts what was sent
+	close     func()
+}
+
+func setup(cfg config) (*env, error) {
+	e := &env{close: func() {}}
+	if cfg.redisURL == "" {
+		mr, err := miniredis.Run()
+		if err != nil {
+			return nil, err
+		}
+		e.newClient = func() *redis.Client { return redis.NewClient(&redis.Options{Addr: mr.Addr()}) }
+		prev := e.close
+		e.close = func() { prev(); mr.Close() }
+	} else {
+		opts, err := redis.ParseURL(cfg.redisURL)
+		if err != nil {
+			return nil, fmt.Errorf("-redis %q: %w", cfg.redisURL, err)
+		}
+		e.newClient = func() *redis.Client { return redis.NewClient(opts) }
+	}
+	if cfg.smtpAddr == "" {
+		s, err := startSink()
+		if err != nil {
+			e.close()
+			return nil, err
+		}
+		e.sink, e.smtpAddr = s, s.addr()
+		prev := e.close
+		e.close = func() { s.close(); prev() }
+	} else {
+		e.smtpAddr = cfg.smtpAddr
+	}
+	return e, nil
+}
+
+func messageID(key string) string { return "<mail-" + key + "@nandi.example>" }
+
+// send sends one mail over SMTP.
+func send(addr string, m *transport.Message) error {
+	msg := "From: outbox@nandi.example\r\n" +
+		"To: customer-" + m.Key + "@example.com\r\n" +
+		"Message-Id: " + messageID(m.Key) + "\r\n" +
+		"Subject: your order\r\n\r\n" + string(m.Payload) + "\r\n"
+	return smtp.SendMail(addr, nil, "outbox@nandi.example", []string{"customer-" + m.Key + "@example.com"}, []byte(msg))
+}
+
+// produce writes n mails into the outbox at rate per second.
+func produce(ctx context.Context, c *redis.Client, stream string, n, rate int) error {
+	tick := time.NewTicker(time.Second / time.Duration(max(rate, 1)) * 10)
+	defer tick.Stop()
+	for i := 0; i < n; {
+		p := c.Pipeline()
+		for j := 0; j < 10 && i < n; j, i = j+1, i+1 {
+			p.XAdd(ctx, &redis.XAddArgs{Stream: stream, Values: []any{"id", i, "payload", fmt.Sprintf("Dear customer %d, your order has shipped.", i)}})
+		}
+		if _, err := p.Exec(ctx); err != nil {
+			return fmt.Errorf("writing the outbox: %w", err)
+		}
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// worker is one member of the fleet: its own client, lease and consumer.
+type worker struct {
+	id     int
+	lease  *partition.Lease
+	c      *consumer.Consumer
+	client *redis.Client
+	cancel context.CancelFunc
+	done   chan error
+	sent   atomic.Int64
+	held   atomic.Bool // has held a lease at least once
+}
+
+func startWorker(id int, e *env, cfg config) (*worker, error) {
+	w := &worker{id: id, client: e.newClient(), done: make(chan error, 1)}
+	l, err := partition.New(w.client, partition.Options{Name: cfg.group, Interval: cfg.interval})
+	if err != nil {
+		return nil, err
+	}
+	src, err := redisstream.New(w.client, cfg.stream, redisstream.Options{})
+	if err != nil {
+		return nil, err
+	}
+	h := func(ctx context.Context, m *transport.Message) error {
+		if err := send(e.smtpAddr, m); err != nil {
+			return err
+		}
+		w.sent.Add(1)
+		return nil
+	}
+	c, err := consumer.New(l, src, h, consumer.Options{Concurrency: 4})
+	if err != nil {
+		return nil, err
+	}
+	w.lease, w.c = l, c
+	ctx, cancel := context.WithCancel(context.Background())
+	w.cancel = cancel
+	go func() { w.done <- c.Run(ctx) }()
+	return w, nil
+}
+
+// stop is a clean stop, as SIGTERM: drain, checkpoint, leave.
+func (w *worker) stop() error {
+	w.cancel()
+	err := <-w.done
+	_ = w.client.Close()
+	return err
+}
+
+// state is what the live view shows for a worker.
+func (w *worker) state() string {
+	if a, ok := w.lease.Current(); ok {
+		w.held.Store(true)
+		return fmt.Sprintf("owning %d of %d", a.Index, a.Replicas)
+	}
+	if w.held.Load() {
+		return "standing down"
+	}
+	return "joining"
+}
+
+type report struct {
+	Mails, Received, Duplicates, Missing int
+	FromSink                             bool
+	StandDown                            time.Duration
+	Rebalances                           int
+	Replicas                             []string
+	Took                                 time.Duration
+}
+
+func (r report) ok() bool { return r.Duplicates == 0 && r.Missing == 0 }
+
+func (r report) print(out io.Writer) {
+	src := "the SMTP sink received"
+	if !r.FromSink {
+		src = "the workers sent (a real SMTP server: nandi cannot see what it received)"
+	}
+	fmt.Fprintf(out, "\nreport (%s)\n", src)
+	fmt.Fprintf(out, "  mails:          %d\n", r.Mails)
+	fmt.Fprintf(out, "  delivered:      %d\n", r.Received)
+	fmt.Fprintf(out, "  duplicates:     %d\n", r.Duplicates)
+	fmt.Fprintf(out, "  missing:        %d\n", r.Missing)
+	fmt.Fprintf(out, "  standing down:  %v (summed over workers)\n", r.StandDown.Round(time.Millisecond))
+	fmt.Fprintf(out, "  rebalances:     %d (replicas over time: %s)\n", r.Rebalances, strings.Join(r.Replicas, " -> "))
+	fmt.Fprintf(out, "  took:           %v, %.0f mails/s\n", r.Took.Round(time.Millisecond), float64(r.Received)/r.Took.Seconds())
+	if r.ok() {
+		fmt.Fprintln(out, "  result:         OK, every mail exactly once")
+	} else {
+		fmt.Fprintln(out, "  result:         FAILED")
+	}
+}
+
+// fleet is the demo's set of workers and the view of them.
+type fleet struct {
+	e     *env
+	cfg   config
+	out   io.Writer
+	mu    sync.Mutex
+	ws    []*worker
+	next  int
+	total atomic.Int64 // sent by stopped workers
+
+	standDown  time.Duration
+	replicas   []string
+	lastLine   map[int]string
+	lastR      int
+	rebalances int
+}
+
+func (f *fleet) resize(n int) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for len(f.ws) < n {
+		f.next++
+		w, err := startWorker(f.next, f.e, f.cfg)
+		if err != nil {
+			return err
+		}
+		f.ws = append(f.ws, w)
+	}
+	for len(f.ws) > n {
+		w := f.ws[len(f.ws)-1]
+		f.ws = f.ws[:len(f.ws)-1]
+		if err := w.stop(); err != nil {
+			return fmt.Errorf("worker %d: %w", w.id, err)
+		}
+		f.total.Add(w.sent.Load())
+	}
+	return nil
+}
+
+func (f *fleet) sent() int64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := f.total.Load()
+	for _, w := range f.ws {
+		n += w.sent.Load()
+	}
+	return n
+}
+
+// observe samples the fleet: stand-down time, replicas over time, and the
+// view (redrawn on a terminal, state changes as lines otherwise).
+func (f *fleet) observe(step time.Duration, start time.Time, draw bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	r := 0
+	var lines []string
+	for _, w := range f.ws {
+		st := w.state()
+		if st == "standing down" {
+			f.standDown += step
+		}
+		if a, ok := w.lease.Current(); ok {
+			r = a.Replicas
+		}
+		line := fmt.Sprintf("worker %-2d %-16s %5d sent", w.id, st, w.sent.Load())
+		lines = append(lines, line)
+		if f.cfg.plain && f.lastLine[w.id] != st {
+			fmt.Fprintf(f.out, "%6.2fs worker %d: %s\n", time.Since(start).Seconds(), w.id, st)
+		}
+		f.lastLine[w.id] = st
+	}
+	if r != 0 && r != f.lastR {
+		if f.lastR != 0 {
+			f.rebalances++
+		}
+		f.lastR = r
+		f.replicas = append(f.replicas, fmt.Sprintf("%d (%.1fs)", r, time.Since(start).Seconds()))
+	}
+	if draw && !f.cfg.plain {
+		fmt.Fprint(f.out, "\033[H\033[2J")
+		fmt.Fprintf(f.out, "nandi mail-sender  %.1fs  group of %d  replicas %d  sent %d\n\n", time.Since(start).Seconds(), len(f.ws), f.lastR, f.total.Load()+sum(f.ws))
+		for _, l := range lines {
+			fmt.Fprintln(f.out, l)
+		}
+	}
+}
+
+func sum(ws []*worker) int64 {
+	var n int64
+	for _, w := range ws {
+		n += w.sent.Load()
+	}
+	return n
+}
+
+// demo runs the producer, the fleet on its schedule and the report.
+func demo(ctx context.Context, cfg config, out io.Writer) (report, error) {
+	e, err := setup(cfg)
+	if err != nil {
+		return report{}, err
+	}
+	defer e.close()
+	fmt.Fprintf(out, "mail-sender: %d mails, fleet %v, phases of %v, interval %v, SMTP %s\n", cfg.mails, cfg.schedule, cfg.phase, cfg.interval, e.smtpAddr)
+	start := time.Now()
+	prod := e.newClient()
+	defer prod.Close()
+	produced := make(chan error, 1)
+	go func() { produced <- produce(ctx, prod, cfg.stream, cfg.mails, cfg.rate) }()
+
+	f := &fleet{e: e, cfg: cfg, out: out, lastLine: map[int]string{}}
+	const step = 20 * time.Millisecond
+	tick := time.NewTicker(step)
+	defer tick.Stop()
+	wait := func(d time.Duration, until func() bool) {
+		end := time.Now().Add(d)
+		for n := 0; time.Now().Before(end) && ctx.Err() == nil && (until == nil || !until()); n++ {
+			<-tick.C
+			f.observe(step, start, n%10 == 0)
+		}
+	}
+	for _, n := range cfg.schedule {
+		if err := f.resize(n); err != nil {
+			return report{}, err
+		}
+		if cfg.plain {
+			fmt.Fprintf(out, "%6.2fs fleet of %d\n", time.Since(start).Seconds(), n)
+		}
+		wait(cfg.phase, nil)
+	}
+	if err := <-produced; err != nil {
+		return report{}, err
+	}
+	// The last fleet finishes the outbox.
+	wait(time.Minute, func() bool { return f.sent() >= int64(cfg.mails) })
+	wait(2*cfg.interval, nil) // anything sent twice arrives now
+	took := time.Since(start)
+	if err := f.resize(0); err != nil {
+		return report{}, err
+	}
+	rep := report{Mails: cfg.mails, StandDown: f.standDown, Rebalances: f.rebalances, Replicas: f.replicas, Took: took}
+	if e.sink != nil {
+		rep.FromSink = true
+		got := e.sink.counts()
+		for i := range cfg.mails {
+			switch n := got[messageID(strconv.Itoa(i))]; {
+			case n == 0:
+				rep.Missing++
+			case n > 1:
+				rep.Duplicates += n - 1
+			}
+			if got[messageID(strconv.Itoa(i))] > 0 {
+				rep.Received++
+			}
+		}
+	} else {
+		rep.Received = int(f.sent())
+		rep.Missing = max(cfg.mails-rep.Received, 0)
+		rep.Duplicates = max(rep.Received-cfg.mails, 0)
+	}
+	rep.print(out)
+	return rep, nil
+}
+
+// workerProcess runs one worker until SIGTERM, printing its state changes.
+func workerProcess(ctx context.Context, cfg config, out io.Writer) error {
+	if cfg.redisURL == "" {
+		return fmt.Errorf("-role worker needs -redis: the workers of a group share one Redis")
+	}
+	if cfg.smtpAddr == "" {
+		return fmt.Errorf("-role worker needs -smtp: where to send the mails")
+	}
+	e, err := setup(cfg)
+	if err != nil {
+		return err
+	}
+	defer e.close()
+	w, err := startWorker(1, e, cfg)
+	if err != nil {
+		return err
+	}
+	last := ""
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			fmt.Fprintln(out, "stopping: draining, writing checkpoints")
+			err := w.stop()
+			fmt.Fprintf(out, "stopped after sending %d mails\n", w.sent.Load())
+			return err
+		case err := <-w.done:
+			return err
+		case <-t.C:
+			if st := w.state(); st != last {
+				fmt.Fprintf(out, "%s %s (%d sent)\n", time.Now().Format("15:04:05.000"), st, w.sent.Load())
+				last = st
+			}
+		}
+	}
+}
+
+// producerProcess fills the outbox and exits.
+func producerProcess(ctx context.Context, cfg config, out io.Writer) error {
+	if cfg.redisURL == "" {
+		return fmt.Errorf("-role producer needs -redis: the outbox must outlive this process")
+	}
+	opts, err := redis.ParseURL(cfg.redisURL)
+	if err != nil {
+		return fmt.Errorf("-redis %q: %w", cfg.redisURL, err)
+	}
+	c := redis.NewClient(opts)
+	defer c.Close()
+	if err := produce(ctx, c, cfg.stream, cfg.mails, cfg.rate); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "wrote %d mails to stream %s\n", cfg.mails, cfg.stream)
+	return nil
+}
