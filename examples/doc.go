@@ -1,7 +1,14 @@
 // Package examples holds runnable programs, each a main package below this
-// directory that runs with `go run` and no flags:
+// directory that runs with `go run` and no flags (embedded peers by
+// default; flags point them at real ones), and each run by a test:
 //
 //   - mail-sender: the demo. An outbox of mails in a Redis stream, sent
 //     over SMTP by a fleet that scales 3 -> 6 -> 2 while it works, and a
 //     report of what the SMTP sink received (every mail exactly once).
+//   - kafka-shared-topic: 3 partitions served by 5 workers, no consumer
+//     group, per-key order kept (kfake by default).
+//   - nats-filter: core NATS subscribers under leases, with what is lost
+//     counted (an embedded nats-server by default).
+//   - watermill-router: an unchanged Watermill handler under leases, via
+//     the Filter middleware.
 package examples
