@@ -307,10 +307,14 @@ func (c *Consumer) wait(ctx context.Context, tr *term) bool {
 		if time.Until(tr.t.Deadline()) >= c.opts.DrainTimeout+pauseLead {
 			return true
 		}
+		// The renewal normally wakes us through bumped; the Term's Renewed
+		// channel may also be read by the application, so look at the
+		// deadline again every millisecond of the (short) pause too.
 		select {
 		case <-bumped:
 		case <-tr.t.Done():
 		case <-ctx.Done():
+		case <-time.After(time.Millisecond):
 		}
 	}
 }

@@ -1,0 +1,238 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nandi-go/nandi/internal/redistest"
+	"github.com/redis/go-redis/v9"
+)
+
+// fleet is a group of worker processes and the servers they use.
+type fleet struct {
+	t              *testing.T
+	main, sink     *redistest.Server
+	dir, group     string
+	interval, work time.Duration
+	procs          map[int]*proc
+	next           int
+}
+
+type proc struct {
+	cmd   *exec.Cmd
+	proxy *redistest.Proxy
+	done  chan error
+}
+
+func newFleet(t *testing.T, interval time.Duration) *fleet {
+	f := &fleet{t: t, main: redistest.Start(t), sink: redistest.Start(t), dir: t.TempDir(),
+		group: strings.ReplaceAll(t.Name(), "/", "-"), interval: interval, work: 2 * time.Millisecond, procs: map[int]*proc{}}
+	t.Cleanup(func() {
+		for _, p := range f.procs {
+			_ = p.cmd.Process.Kill()
+			<-p.done
+		}
+	})
+	return f
+}
+
+// start starts a worker process behind its own proxy.
+func (f *fleet) start() int {
+	f.next++
+	id := f.next
+	p := &proc{proxy: redistest.NewProxy(f.t, f.main.Addr()), done: make(chan error, 1)}
+	p.cmd = exec.Command(os.Args[0], "-test.run=^$")
+	p.cmd.Env = append(os.Environ(),
+		envWorker+"="+strconv.Itoa(id), envRedis+"="+p.proxy.Addr(), envSink+"="+f.sink.Addr(),
+		envGroup+"="+f.group, envInterval+"="+f.interval.String(), envWork+"="+f.work.String(),
+		envRecord+"="+filepath.Join(f.dir, fmt.Sprintf("worker-%d.jsonl", id)))
+	logf, _ := os.Create(filepath.Join(f.dir, fmt.Sprintf("worker-%d.log", id)))
+	p.cmd.Stdout, p.cmd.Stderr = logf, logf
+	if err := p.cmd.Start(); err != nil {
+		f.t.Fatal(err)
+	}
+	go func() { p.done <- p.cmd.Wait(); _ = logf.Close() }()
+	f.procs[id] = p
+	return id
+}
+
+func (f *fleet) signal(id int, s syscall.Signal) {
+	if err := f.procs[id].cmd.Process.Signal(s); err != nil {
+		f.t.Fatalf("worker %d: %v: %v", id, s, err)
+	}
+}
+
+// term is a clean stop (SIGTERM) and waits for the process to exit 0.
+func (f *fleet) term(id int) {
+	f.signal(id, syscall.SIGTERM)
+	select {
+	case err := <-f.procs[id].done:
+		if err != nil {
+			f.t.Errorf("worker %d exited with %v after SIGTERM", id, err)
+		}
+	case <-time.After(30 * time.Second):
+		f.t.Fatalf("worker %d did not exit within 30s of SIGTERM", id)
+	}
+	delete(f.procs, id)
+}
+
+// kill is kill -9.
+func (f *fleet) kill(id int) {
+	_ = f.procs[id].cmd.Process.Kill()
+	<-f.procs[id].done
+	delete(f.procs, id)
+}
+
+// produce appends ids x each tasks ("id" field, payload the sequence)
+// over about spread, in the background.
+func (f *fleet) produce(ids, each int, spread time.Duration) chan struct{} {
+	c := f.main.Client()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		pause := spread / time.Duration(each*ids/50)
+		for s := range each {
+			for x := range ids {
+				c.XAdd(context.Background(), &redis.XAddArgs{Stream: stream, Values: []any{"id", x, "payload", s}})
+				if x%50 == 49 {
+					time.Sleep(pause)
+				}
+			}
+		}
+	}()
+	return done
+}
+
+// effects waits until every task has an accepted effect (or 30s), and
+// returns the sink's effects.
+func (f *fleet) effects(total int) map[string]int {
+	c := f.sink.Client()
+	var got map[string]int
+	redistest.WaitFor(f.t, 30*time.Second, "every task's effect", func() bool {
+		list, _ := c.LRange(context.Background(), "effects", 0, -1).Result()
+		got = effects(list)
+		return len(got) >= total
+	})
+	time.Sleep(3 * f.interval) // anything done twice lands now
+	list, _ := c.LRange(context.Background(), "effects", 0, -1).Result()
+	return effects(list)
+}
+
+// verify checks the records (exclusive holdings, every task started by its
+// owner) and the effects: every task at least once, exactly once if exact.
+func (f *fleet) verify(ids, each int, exact bool, got map[string]int) *history {
+	h, err := readHistory(f.dir)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	if len(h.holds) == 0 {
+		f.t.Fatal("no holding recorded")
+	}
+	for i, v := range append(h.exclusive(), h.owned()...) {
+		if i < 10 {
+			f.t.Error(v)
+		}
+	}
+	missing, twice := 0, 0
+	for x := range ids {
+		for s := range each {
+			switch n := got[taskKey(x, s)]; {
+			case n == 0:
+				if missing++; missing <= 5 {
+					f.t.Errorf("task %d/%d has no effect", x, s)
+				}
+			case n > 1:
+				twice++
+				if exact && twice <= 5 {
+					f.t.Errorf("task %d/%d took effect %d times", x, s, n)
+				}
+			}
+		}
+	}
+	f.t.Logf("%d holdings, %d task starts, %d tasks repeated, %d missing", len(h.holds), len(h.starts), twice, missing)
+	return h
+}
+
+// 3 -> 5 -> 2 workers by SIGTERM and start, tasks flowing: exactly once.
+func TestChurnBySIGTERMIsExactlyOnce(t *testing.T) {
+	f := newFleet(t, 300*time.Millisecond)
+	const ids, each = 300, 5
+	for range 3 {
+		f.start()
+	}
+	produced := f.produce(ids, each, 4*time.Second)
+	time.Sleep(1500 * time.Millisecond)
+	f.start()
+	f.start()
+	time.Sleep(1500 * time.Millisecond)
+	for _, id := range []int{1, 2, 3} {
+		f.term(id)
+	}
+	<-produced
+	got := f.effects(ids * each)
+	for id := range f.procs {
+		f.term(id)
+	}
+	f.verify(ids, each, true, got)
+}
+
+// kill -9 of a worker holding work: every task at least once, and only
+// tasks the killed worker had done are done again.
+func TestKill9RepeatsOnlyTheKilledWorkersWork(t *testing.T) {
+	f := newFleet(t, 300*time.Millisecond)
+	const ids, each = 300, 5
+	for range 3 {
+		f.start()
+	}
+	produced := f.produce(ids, each, 3*time.Second)
+	time.Sleep(2 * time.Second)
+	f.kill(2)
+	f.start()
+	<-produced
+	got := f.effects(ids * each)
+	for id := range f.procs {
+		f.term(id)
+	}
+	f.verify(ids, each, false, got)
+	list, _ := f.sink.Client().LRange(context.Background(), "effects", 0, -1).Result()
+	first := map[string]string{}
+	for _, e := range list {
+		p := strings.Split(e, "/")
+		k := p[0] + "/" + p[1]
+		if w, seen := first[k]; seen && w != "2" {
+			t.Errorf("task %s repeated, first done by worker %s, which was not killed", k, w)
+		} else if !seen {
+			first[k] = p[2]
+		}
+	}
+}
+
+// SIGSTOP for longer than a lease, in the middle of tasks, then SIGCONT:
+// never two holders, no task started without its lease, every task done.
+func TestPauseLongerThanALease(t *testing.T) {
+	f := newFleet(t, 300*time.Millisecond)
+	f.work = 20 * time.Millisecond // so that the pause lands inside tasks
+	const ids, each = 200, 4
+	for range 3 {
+		f.start()
+	}
+	produced := f.produce(ids, each, 3*time.Second)
+	time.Sleep(2 * time.Second)
+	f.signal(2, syscall.SIGSTOP)
+	time.Sleep(3 * f.interval)
+	f.signal(2, syscall.SIGCONT)
+	<-produced
+	got := f.effects(ids * each)
+	for id := range f.procs {
+		f.term(id)
+	}
+	f.verify(ids, each, false, got)
+}

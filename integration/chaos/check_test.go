@@ -1,0 +1,155 @@
+package chaos
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// holding is one term of one worker, from its records.
+type holding struct {
+	worker          int
+	index, replicas int
+	token           int64
+	start, end      int64
+	from            record // the acq record, for reports
+}
+
+// history is everything the workers recorded.
+type history struct {
+	holds  []holding
+	starts []record
+	dones  []record
+}
+
+func readHistory(dir string) (*history, error) {
+	files, _ := filepath.Glob(filepath.Join(dir, "*.jsonl"))
+	h := &history{}
+	for _, name := range files {
+		f, err := os.Open(name)
+		if err != nil {
+			return nil, err
+		}
+		open := map[int64]*holding{} // by token, per file (one worker)
+		var order []*holding
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			var r record
+			if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+				continue // a line cut by kill -9
+			}
+			switch r.Kind {
+			case "acq":
+				hd := &holding{worker: r.Worker, index: r.Index, replicas: r.Replicas, token: r.Token, start: r.At, end: r.Deadline, from: r}
+				open[r.Token] = hd
+				order = append(order, hd)
+			case "renew":
+				if hd := open[r.Token]; hd != nil && r.Deadline > hd.end {
+					hd.end = r.Deadline
+				}
+			case "end":
+				if hd := open[r.Token]; hd != nil && r.At < hd.end {
+					hd.end = r.At
+				}
+			case "start":
+				h.starts = append(h.starts, r)
+			case "done":
+				h.dones = append(h.dones, r)
+			}
+		}
+		_ = f.Close()
+		for _, hd := range order {
+			h.holds = append(h.holds, *hd)
+		}
+	}
+	return h, nil
+}
+
+func (hd holding) String() string {
+	return fmt.Sprintf("worker %d held %d of %d (token %d) from %.3fs to %.3fs", hd.worker, hd.index, hd.replicas, hd.token, float64(hd.start)/1e9, float64(hd.end)/1e9)
+}
+
+// exclusive reports every pair of holdings of different workers that
+// overlap in time with one index, or with two values of replicas.
+func (h *history) exclusive() []string {
+	var bad []string
+	hs := append([]holding(nil), h.holds...)
+	sort.Slice(hs, func(i, j int) bool { return hs[i].start < hs[j].start })
+	for i, a := range hs {
+		for _, b := range hs[i+1:] {
+			if b.start >= a.end {
+				continue
+			}
+			if a.worker == b.worker {
+				continue
+			}
+			if a.replicas != b.replicas || a.index == b.index {
+				bad = append(bad, fmt.Sprintf("%v overlaps %v", a, b))
+			}
+		}
+	}
+	return bad
+}
+
+// owned reports every task a worker started without holding a term that
+// owned it at that moment.
+func (h *history) owned() []string {
+	var bad []string
+	for _, s := range h.starts {
+		ok := false
+		for _, hd := range h.holds {
+			if hd.worker == s.Worker && hd.start <= s.At && s.At < hd.end && uint64(s.ID)%uint64(hd.replicas) == uint64(hd.index) {
+				ok = true
+				break
+			}
+		}
+		if !ok {
+			bad = append(bad, fmt.Sprintf("worker %d started task %d/%d at %.3fs (lease said held=%v %d of %d) outside any holding that owned it", s.Worker, s.ID, s.Seq, float64(s.At)/1e9, s.Held, s.Index, s.Replicas))
+		}
+	}
+	return bad
+}
+
+// effects counts the sink's accepted effects per task "id/seq".
+func effects(list []string) map[string]int {
+	out := map[string]int{}
+	for _, e := range list {
+		p := strings.Split(e, "/")
+		if len(p) >= 2 {
+			out[p[0]+"/"+p[1]]++
+		}
+	}
+	return out
+}
+
+func taskKey(id, seq int) string { return strconv.Itoa(id) + "/" + strconv.Itoa(seq) }
+
+// The checker itself: it must see an overlap, a task outside its holding,
+// and nothing in a clean history.
+func TestCheckerSeesWhatItMust(t *testing.T) {
+	clean := &history{holds: []holding{
+		{worker: 1, index: 0, replicas: 2, token: 10, start: 0, end: 100},
+		{worker: 2, index: 1, replicas: 2, token: 10, start: 5, end: 100},
+		{worker: 3, index: 0, replicas: 3, token: 12, start: 100, end: 200},
+	}, starts: []record{{Worker: 1, ID: 4, At: 50}, {Worker: 3, ID: 3, At: 150}}}
+	if bad := append(clean.exclusive(), clean.owned()...); len(bad) != 0 {
+		t.Fatalf("a clean history reported: %v", bad)
+	}
+	dirty := &history{holds: []holding{
+		{worker: 1, index: 0, replicas: 2, start: 0, end: 100},
+		{worker: 2, index: 0, replicas: 2, start: 50, end: 150}, // same index at once
+		{worker: 3, index: 1, replicas: 3, start: 99, end: 200}, // other replicas at once
+	}, starts: []record{{Worker: 1, ID: 1, At: 50}, {Worker: 2, ID: 2, At: 160}}}
+	if n := len(dirty.exclusive()); n != 3 {
+		t.Errorf("exclusive found %d violations; want 3: %v", n, dirty.exclusive())
+	}
+	if n := len(dirty.owned()); n != 2 {
+		t.Errorf("owned found %d violations; want 2 (a task not owned, a task after the holding): %v", n, dirty.owned())
+	}
+}

@@ -1,0 +1,168 @@
+package chaos
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/nandi-go/nandi/consumer"
+	"github.com/nandi-go/nandi/partition"
+	"github.com/nandi-go/nandi/transport"
+	"github.com/nandi-go/nandi/transport/redisstream"
+	"github.com/redis/go-redis/v9"
+	"golang.org/x/sys/unix"
+)
+
+const (
+	envWorker   = "NANDI_CHAOS_WORKER" // the worker's id; set: run as a worker
+	envRedis    = "NANDI_CHAOS_REDIS"  // the group's Redis, through this worker's proxy
+	envSink     = "NANDI_CHAOS_SINK"   // the fencing sink's Redis
+	envGroup    = "NANDI_CHAOS_GROUP"
+	envInterval = "NANDI_CHAOS_INTERVAL"
+	envRecord   = "NANDI_CHAOS_RECORD" // file the worker appends its records to
+	envWork     = "NANDI_CHAOS_WORK"   // how long each task takes
+	stream      = "tasks"
+)
+
+// mono is the host's monotonic clock in nanoseconds: comparable across the
+// processes of one machine.
+func mono() int64 {
+	var ts unix.Timespec
+	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return ts.Nano()
+}
+
+// monoOf maps a local time (with its monotonic reading) to mono.
+func monoOf(t time.Time) int64 { return mono() - int64(time.Since(t)) }
+
+// record is one line of a worker's record file.
+type record struct {
+	Kind     string `json:"k"` // acq, renew, end, start, done
+	Worker   int    `json:"w"`
+	Index    int    `json:"i,omitempty"`
+	Replicas int    `json:"r,omitempty"`
+	Token    int64  `json:"tok,omitempty"`
+	At       int64  `json:"t"`           // when (mono)
+	Deadline int64  `json:"d,omitempty"` // acq, renew: the holding's deadline (mono)
+	Held     bool   `json:"h,omitempty"` // start: the lease held at that moment
+	ID       int    `json:"id,omitempty"`
+	Seq      int    `json:"seq,omitempty"`
+	Accepted bool   `json:"ok,omitempty"` // done: the sink accepted the effect
+}
+
+type recorder struct {
+	mu sync.Mutex
+	f  *os.File
+	w  int
+}
+
+// write appends one line with one write call: a kill -9 loses nothing
+// written before it.
+func (r *recorder) write(rec record) {
+	rec.Worker = r.w
+	b, _ := json.Marshal(rec)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, _ = r.f.Write(append(b, '\n'))
+}
+
+// fence is the sink's write: refused when a holder with a newer token has
+// written the task already, as a database fenced by token would.
+var fence = redis.NewScript(`
+local cur = tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or '0')
+if tonumber(ARGV[2]) < cur then return 0 end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+redis.call('RPUSH', KEYS[2], ARGV[3])
+return 1`)
+
+func workerMain() int {
+	id, _ := strconv.Atoi(os.Getenv(envWorker))
+	interval, _ := time.ParseDuration(os.Getenv(envInterval))
+	work, _ := time.ParseDuration(os.Getenv(envWork))
+	f, err := os.OpenFile(os.Getenv(envRecord), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	rec := &recorder{f: f, w: id}
+	client := redis.NewClient(&redis.Options{Addr: os.Getenv(envRedis)})
+	sink := redis.NewClient(&redis.Options{Addr: os.Getenv(envSink)})
+	lease, err := partition.New(client, partition.Options{Name: os.Getenv(envGroup), Interval: interval})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	src, _ := redisstream.New(client, stream, redisstream.Options{})
+	h := func(ctx context.Context, m *transport.Message) error {
+		a, ok := lease.Current()
+		x, _ := strconv.Atoi(m.Key)
+		seq, _ := strconv.Atoi(string(m.Payload))
+		rec.write(record{Kind: "start", At: mono(), ID: x, Seq: seq, Held: ok, Index: a.Index, Replicas: a.Replicas, Token: a.Token})
+		select {
+		case <-time.After(work):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		effect := fmt.Sprintf("%d/%d/%d/%d", x, seq, id, a.Token)
+		n, err := fence.Run(context.WithoutCancel(ctx), sink, []string{"fence", "effects"}, m.Key, a.Token, effect).Int()
+		if err != nil {
+			return err
+		}
+		rec.write(record{Kind: "done", At: mono(), ID: x, Seq: seq, Token: a.Token, Accepted: n == 1})
+		return nil
+	}
+	c, err := consumer.New(lease, src, h, consumer.Options{Concurrency: 4, CheckpointInterval: 100 * time.Millisecond})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
+	go recordTerms(ctx, lease, rec)
+	if err := c.Run(ctx); err != nil && !strings.Contains(err.Error(), "context canceled") {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return 0
+}
+
+// recordTerms records every term: its start and deadline, every change of
+// its deadline (looked at every millisecond), and its end.
+func recordTerms(ctx context.Context, l *partition.Lease, rec *recorder) {
+	for {
+		t, err := l.Next(ctx)
+		if err != nil {
+			return
+		}
+		a, d := t.Assignment(), t.Deadline()
+		rec.write(record{Kind: "acq", Index: a.Index, Replicas: a.Replicas, Token: a.Token, At: monoOf(t.Start()), Deadline: monoOf(d)})
+		tick := time.NewTicker(time.Millisecond)
+		for open := true; open; {
+			select {
+			case <-t.Done():
+				end := time.Now()
+				if fd := t.Deadline(); fd.Before(end) {
+					end = fd
+				}
+				rec.write(record{Kind: "end", Token: a.Token, At: monoOf(end)})
+				open = false
+			case <-tick.C:
+				if nd := t.Deadline(); !nd.Equal(d) {
+					d = nd
+					rec.write(record{Kind: "renew", Token: a.Token, At: mono(), Deadline: monoOf(d)})
+				}
+			case <-ctx.Done():
+				tick.Stop()
+				return
+			}
+		}
+		tick.Stop()
+	}
+}
