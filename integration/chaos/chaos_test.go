@@ -3,6 +3,7 @@ package chaos
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -45,14 +46,17 @@ func newFleet(t *testing.T, interval time.Duration) *fleet {
 }
 
 // start starts a worker process behind its own proxy.
-func (f *fleet) start() int {
+func (f *fleet) start() int { return f.startWith(f.interval) }
+
+// startWith starts a worker with its own interval.
+func (f *fleet) startWith(interval time.Duration) int {
 	f.next++
 	id := f.next
 	p := &proc{proxy: redistest.NewProxy(f.t, f.main.Addr()), done: make(chan error, 1)}
 	p.cmd = exec.Command(os.Args[0], "-test.run=^$")
 	p.cmd.Env = append(os.Environ(),
 		envWorker+"="+strconv.Itoa(id), envRedis+"="+p.proxy.Addr(), envSink+"="+f.sink.Addr(),
-		envGroup+"="+f.group, envInterval+"="+f.interval.String(), envWork+"="+f.work.String(),
+		envGroup+"="+f.group, envInterval+"="+interval.String(), envWork+"="+f.work.String(),
 		envRecord+"="+filepath.Join(f.dir, fmt.Sprintf("worker-%d.jsonl", id)))
 	logf, _ := os.Create(filepath.Join(f.dir, fmt.Sprintf("worker-%d.log", id)))
 	p.cmd.Stdout, p.cmd.Stderr = logf, logf
@@ -126,6 +130,16 @@ func (f *fleet) effects(total int) map[string]int {
 	return effects(list)
 }
 
+// finish waits for every task's effect, stops every worker cleanly and
+// verifies.
+func (f *fleet) finish(ids, each int, exact bool) *history {
+	got := f.effects(ids * each)
+	for id := range f.procs {
+		f.term(id)
+	}
+	return f.verify(ids, each, exact, got)
+}
+
 // verify checks the records (exclusive holdings, every task started by its
 // owner) and the effects: every task at least once, exactly once if exact.
 func (f *fleet) verify(ids, each int, exact bool, got map[string]int) *history {
@@ -177,11 +191,7 @@ func TestChurnBySIGTERMIsExactlyOnce(t *testing.T) {
 		f.term(id)
 	}
 	<-produced
-	got := f.effects(ids * each)
-	for id := range f.procs {
-		f.term(id)
-	}
-	f.verify(ids, each, true, got)
+	f.finish(ids, each, true)
 }
 
 // kill -9 of a worker holding work: every task at least once, and only
@@ -197,11 +207,7 @@ func TestKill9RepeatsOnlyTheKilledWorkersWork(t *testing.T) {
 	f.kill(2)
 	f.start()
 	<-produced
-	got := f.effects(ids * each)
-	for id := range f.procs {
-		f.term(id)
-	}
-	f.verify(ids, each, false, got)
+	f.finish(ids, each, false)
 	list, _ := f.sink.Client().LRange(context.Background(), "effects", 0, -1).Result()
 	first := map[string]string{}
 	for _, e := range list {
@@ -230,9 +236,143 @@ func TestPauseLongerThanALease(t *testing.T) {
 	time.Sleep(3 * f.interval)
 	f.signal(2, syscall.SIGCONT)
 	<-produced
-	got := f.effects(ids * each)
-	for id := range f.procs {
-		f.term(id)
+	f.finish(ids, each, false)
+}
+
+// A store that stops answering one worker (its link holds every byte):
+// its lease runs out on its clock, the others take over, and it comes back.
+func TestStoreThatStopsAnsweringOneWorker(t *testing.T) {
+	f := newFleet(t, 300*time.Millisecond)
+	const ids, each = 200, 4
+	for range 3 {
+		f.start()
 	}
-	f.verify(ids, each, false, got)
+	produced := f.produce(ids, each, 3*time.Second)
+	time.Sleep(2 * time.Second)
+	f.procs[2].proxy.Hold()
+	time.Sleep(4 * f.interval)
+	f.procs[2].proxy.Release()
+	<-produced
+	f.finish(ids, each, false)
+}
+
+// Replies lost after the server ran the script (the connection closes as
+// each reply arrives): registrations must not count twice, so the group
+// settles back on 3 replicas.
+func TestLostRepliesNeverCountTwice(t *testing.T) {
+	f := newFleet(t, 300*time.Millisecond)
+	const ids, each = 200, 4
+	for range 3 {
+		f.start()
+	}
+	produced := f.produce(ids, each, 3*time.Second)
+	time.Sleep(2 * time.Second)
+	dropped := mono()
+	f.procs[2].proxy.DropReplies()
+	time.Sleep(3 * f.interval)
+	f.procs[2].proxy.Remove("drop")
+	time.Sleep(5 * f.interval) // settled again, if nothing counted twice
+	at := mono()
+	time.Sleep(f.interval) // its records are written
+	h, _ := readHistory(f.dir)
+	// While worker 2's replies were lost, its retries carried the same
+	// token: counted at most once per interval, the group never saw more
+	// than 3 members (2 is fine: a call whose connection handshake lost
+	// its reply never reached the script).
+	for _, hd := range h.holds {
+		if hd.start >= dropped && hd.start <= at && hd.replicas > 3 {
+			t.Errorf("%v began while replies were lost; want at most 3 replicas (a registration counted twice)", hd)
+		}
+	}
+	for id := range f.procs {
+		var now *holding
+		for i, hd := range h.holds {
+			if hd.worker == id && hd.start <= at && at < hd.end {
+				now = &h.holds[i]
+			}
+		}
+		switch {
+		case now == nil:
+			t.Errorf("worker %d holds nothing 5 intervals after its replies came back", id)
+		case now.replicas != 3:
+			t.Errorf("worker %d holds %v; want a share of 3 (a lost reply counted twice?)", id, *now)
+		}
+	}
+	<-produced
+	f.finish(ids, each, false)
+}
+
+// Latency with jitter well inside the gap does not make a settled group
+// stand down.
+func TestJitterInsideTheGapCausesNoStandDown(t *testing.T) {
+	f := newFleet(t, 300*time.Millisecond)
+	const ids, each = 200, 4
+	for range 3 {
+		f.start()
+	}
+	produced := f.produce(ids, each, 4*time.Second)
+	time.Sleep(2 * time.Second)
+	h0, _ := readHistory(f.dir)
+	for _, p := range f.procs {
+		p.proxy.Latency(5, 3)
+	}
+	time.Sleep(10 * f.interval)
+	h1, _ := readHistory(f.dir)
+	for _, p := range f.procs {
+		p.proxy.Remove("latency")
+	}
+	if len(h1.holds) != len(h0.holds) {
+		t.Errorf("%d holdings began during 10 intervals of 5±3ms latency; want none (a stand-down)", len(h1.holds)-len(h0.holds))
+	}
+	<-produced
+	f.finish(ids, each, true)
+}
+
+// A worker whose interval differs from the group's gets an error and never
+// holds; the group goes on undisturbed.
+func TestWorkerWithAnotherIntervalIsRefused(t *testing.T) {
+	f := newFleet(t, 300*time.Millisecond)
+	const ids, each = 200, 3
+	for range 3 {
+		f.start()
+	}
+	produced := f.produce(ids, each, 3*time.Second)
+	time.Sleep(2 * time.Second)
+	h0, _ := readHistory(f.dir)
+	odd := f.startWith(500 * time.Millisecond)
+	select {
+	case err := <-f.procs[odd].done:
+		if err == nil {
+			t.Error("the worker with another interval exited 0; want an error")
+		}
+		delete(f.procs, odd)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the worker with another interval is still running")
+	}
+	log, _ := os.ReadFile(filepath.Join(f.dir, fmt.Sprintf("worker-%d.log", odd)))
+	if !strings.Contains(string(log), "interval") {
+		t.Errorf("its error does not say what differs: %q", log)
+	}
+	h1, _ := readHistory(f.dir)
+	if len(h1.holds) != len(h0.holds) {
+		t.Errorf("the group took %d new terms when the odd worker tried to join; want none", len(h1.holds)-len(h0.holds))
+	}
+	<-produced
+	f.finish(ids, each, true)
+}
+
+// Redis restarted with AOF (everysec) at a random moment: a new generation,
+// never two holders, every task done at least once.
+func TestRedisRestartWithAOF(t *testing.T) {
+	f := newFleet(t, 300*time.Millisecond)
+	f.main = redistest.Start(t, "--appendonly", "yes", "--appendfsync", "everysec")
+	const ids, each = 200, 4
+	for range 3 {
+		f.start()
+	}
+	produced := f.produce(ids, each, 3*time.Second)
+	time.Sleep(1500*time.Millisecond + time.Duration(rand.Int64N(int64(f.interval))))
+	f.main.Restart()
+	<-produced
+	f.finish(ids, each, false)
 }
