@@ -8,7 +8,7 @@ PKGS      := ./...
 NOT_INTEGRATION = $(shell $(GO) list ./... | grep -v /integration)
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: test test-unit test-integration bench lint fuzz
+.PHONY: test test-unit test-integration chaos bench lint fuzz
 
 test:
 	$(GO) vet $(PKGS)
@@ -20,6 +20,10 @@ test-unit:
 
 test-integration:
 	$(GO) test -race -count=1 -p 1 -timeout 15m ./integration/...
+
+# The fault suite with 10 times the tasks of its make test version.
+chaos:
+	NANDI_CHAOS_SCALE=10 $(GO) test -race -count=1 -timeout 60m -v ./integration/chaos/
 
 # Figures for the lease and the consumer on a real redis-server; prints tables.
 bench:

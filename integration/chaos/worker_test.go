@@ -28,6 +28,7 @@ const (
 	envInterval = "NANDI_CHAOS_INTERVAL"
 	envRecord   = "NANDI_CHAOS_RECORD" // file the worker appends its records to
 	envWork     = "NANDI_CHAOS_WORK"   // how long each task takes
+	envWait     = "NANDI_CHAOS_WAIT"   // partition.Options.WaitReplicas
 	stream      = "tasks"
 )
 
@@ -94,7 +95,8 @@ func workerMain() int {
 	rec := &recorder{f: f, w: id}
 	client := redis.NewClient(&redis.Options{Addr: os.Getenv(envRedis)})
 	sink := redis.NewClient(&redis.Options{Addr: os.Getenv(envSink)})
-	lease, err := partition.New(client, partition.Options{Name: os.Getenv(envGroup), Interval: interval})
+	wait, _ := strconv.Atoi(os.Getenv(envWait))
+	lease, err := partition.New(client, partition.Options{Name: os.Getenv(envGroup), Interval: interval, WaitReplicas: wait})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
