@@ -95,7 +95,7 @@ var ErrAlreadyRunning = errors.New("consumer: Run called twice")
 // ShutdownTimeout), writes the last checkpoints and stops the lease; it
 // returns nil then. It returns an error when the lease does (for example a
 // group with other settings), or when the source cannot be described.
-func (c *Consumer) Run(ctx context.Context) error {
+func (c *Consumer) Run(ctx context.Context) (runErr error) {
 	if !c.runs.CompareAndSwap(false, true) {
 		return ErrAlreadyRunning
 	}
@@ -113,11 +113,13 @@ func (c *Consumer) Run(ctx context.Context) error {
 	leaseCtx, stopLease := context.WithCancel(context.WithoutCancel(ctx))
 	leaseDone := make(chan error, 1)
 	go func() { leaseDone <- c.lease.Run(leaseCtx) }()
-	var leaseErr error
+	// The lease's own error (a group with other settings, say) is Run's,
+	// however the loop below ended: it is read here, after the lease has
+	// returned, so no race can lose it.
 	defer func() {
 		stopLease()
-		if err := <-leaseDone; err != nil && leaseErr == nil {
-			leaseErr = err
+		if err := <-leaseDone; err != nil && runErr == nil {
+			runErr = err
 		}
 	}()
 
@@ -135,14 +137,9 @@ func (c *Consumer) Run(ctx context.Context) error {
 	// Terms come one after another; a lease failure ends Run.
 	watch, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
-	var failed error
-	var fmu sync.Mutex
 	go func() {
 		select {
 		case err := <-leaseDone:
-			fmu.Lock()
-			failed = err
-			fmu.Unlock()
 			leaseDone <- err // for the deferred wait
 			stopWatch()
 		case <-watch.Done():
@@ -166,12 +163,6 @@ func (c *Consumer) Run(ctx context.Context) error {
 		case <-t.Done():
 		case <-watch.Done():
 		}
-	}
-	fmu.Lock()
-	leaseErr = failed
-	fmu.Unlock()
-	if leaseErr != nil {
-		return leaseErr
 	}
 	return nil
 }

@@ -343,3 +343,26 @@ func TestHandlerContextEndsWhenTheLeaseRunsOut(t *testing.T) {
 	p.Release()
 	waitFor(t, "the task done again by the next term", func() bool { st := c.Stats(); return st.Abandoned == 1 && st.Handled == 1 })
 }
+
+// A lease the group refuses (other settings) ends Run with its error, every
+// time: the error must not be lost to a race with the loop's own end.
+func TestRunReturnsTheLeaseError(t *testing.T) {
+	s := server(t)
+	name := strings.NewReplacer("/", "-", " ", "-").Replace(t.Name())
+	first, _ := partition.New(s.Client(), partition.Options{Name: name, Interval: 200 * time.Millisecond})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- first.Run(ctx) }()
+	if _, err := first.Next(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for range 20 {
+		other, _ := partition.New(s.Client(), partition.Options{Name: name, Interval: 300 * time.Millisecond})
+		c, _ := consumer.New(other, memory.NewLog(1).Source(), func(context.Context, *transport.Message) error { return nil }, consumer.Options{})
+		if err := c.Run(context.Background()); !errors.Is(err, partition.ErrSettingsMismatch) {
+			t.Fatalf("Run with a refused lease = %v; want ErrSettingsMismatch", err)
+		}
+	}
+	cancel()
+	<-done
+}

@@ -425,3 +425,43 @@ func TestReplicaPromotion(t *testing.T) {
 		})
 	}
 }
+
+// Redis restarted empty (no persistence) at a random moment: the tasks and
+// the checkpoints are gone with it, but a new generation means never two
+// holders, no task started outside its lease, and the group re-forms on
+// the empty server.
+func TestRedisRestartedEmpty(t *testing.T) {
+	f := newFleet(t, 300*time.Millisecond)
+	f.work = 5 * time.Millisecond
+	ids, each := 200*chaosScale, 4
+	for range 3 {
+		f.start()
+	}
+	produced := f.produce(ids, each, 2*time.Second)
+	time.Sleep(1500*time.Millisecond + time.Duration(rand.Int64N(int64(f.interval))))
+	restarted := mono()
+	f.main.Restart()
+	<-produced
+	time.Sleep(8 * f.interval)
+	for id := range f.procs {
+		f.term(id)
+	}
+	h, err := readHistory(f.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range append(h.exclusive(), h.owned()...) {
+		if i < 10 {
+			t.Error(v)
+		}
+	}
+	after := map[int]bool{}
+	for _, hd := range h.holds {
+		if hd.start > restarted && hd.replicas == 3 {
+			after[hd.worker] = true
+		}
+	}
+	if len(after) != 3 {
+		t.Errorf("%d of 3 workers held a share of 3 after the restart; want all (the group re-forms)", len(after))
+	}
+}
