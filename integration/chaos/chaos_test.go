@@ -182,7 +182,13 @@ func (f *fleet) verify(ids, each int, exact bool, got map[string]int) *history {
 			}
 		}
 	}
-	f.t.Logf("%d holdings, %d task starts, %d tasks repeated, %d missing", len(h.holds), len(h.starts), twice, missing)
+	refused := 0
+	for _, d := range h.dones {
+		if !d.Accepted {
+			refused++
+		}
+	}
+	f.t.Logf("%d holdings, %d task starts, %d tasks repeated, %d missing, %d stale writes refused by the sink", len(h.holds), len(h.starts), twice, missing, refused)
 	return h
 }
 
@@ -235,19 +241,28 @@ func TestKill9RepeatsOnlyTheKilledWorkersWork(t *testing.T) {
 // SIGSTOP for longer than a lease, in the middle of tasks, then SIGCONT:
 // never two holders, no task started without its lease, every task done.
 func TestPauseLongerThanALease(t *testing.T) {
-	f := newFleet(t, 300*time.Millisecond)
-	f.work = 20 * time.Millisecond // so that the pause lands inside tasks
-	ids, each := 200*chaosScale, 4
-	for range 3 {
-		f.start()
+	// make test pauses for 3 intervals; make chaos sweeps 0.5 to 5.
+	pauses := []float64{3}
+	if chaosScale > 1 {
+		pauses = []float64{0.5, 1, 1.5, 2, 3, 5}
 	}
-	produced := f.produce(ids, each, 3*time.Second)
-	time.Sleep(2 * time.Second)
-	f.signal(2, syscall.SIGSTOP)
-	time.Sleep(3 * f.interval)
-	f.signal(2, syscall.SIGCONT)
-	<-produced
-	f.finish(ids, each, false)
+	for _, p := range pauses {
+		t.Run(fmt.Sprintf("%.1f intervals", p), func(t *testing.T) {
+			f := newFleet(t, 300*time.Millisecond)
+			f.work = 20 * time.Millisecond // so that the pause lands inside tasks
+			ids, each := 200*chaosScale, 4
+			for range 3 {
+				f.start()
+			}
+			produced := f.produce(ids, each, 3*time.Second)
+			time.Sleep(2*time.Second + time.Duration(rand.Int64N(int64(f.interval))))
+			f.signal(2, syscall.SIGSTOP)
+			time.Sleep(time.Duration(p * float64(f.interval)))
+			f.signal(2, syscall.SIGCONT)
+			<-produced
+			f.finish(ids, each, false)
+		})
+	}
 }
 
 // A store that stops answering one worker (its link holds every byte):
