@@ -429,20 +429,27 @@ func (c *Consumer) intake(ctx, watch context.Context, tr *term, r transport.Read
 			case <-intakeCtx.Done():
 			}
 		}
+		// Within a batch, the full check (wait) runs only once the pause is
+		// due or the term may have ended: a clock read per message instead
+		// of locks on the per-message path.
+		pauseAt := tr.t.Deadline().Add(-c.opts.DrainTimeout - pauseLead)
 		for i, m := range ms {
-			if i > 0 && !c.wait(intakeCtx, tr) {
-				// The term has ended: the rest of the batch is not taken.
-				// A log is read again from the checkpoints; other sources
-				// lose it.
-				if !info.Log {
-					c.stats.unowned.Add(int64(len(ms) - i))
-				}
-				for _, m := range ms[i:] {
-					if m.Ack != nil {
-						m.Ack()
+			if i > 0 && (!time.Now().Before(pauseAt) || isDone(tr.t.Done()) || intakeCtx.Err() != nil) {
+				if !c.wait(intakeCtx, tr) {
+					// The term has ended: the rest of the batch is not
+					// taken. A log is read again from the checkpoints;
+					// other sources lose it.
+					if !info.Log {
+						c.stats.unowned.Add(int64(len(ms) - i))
 					}
+					for _, m := range ms[i:] {
+						if m.Ack != nil {
+							m.Ack()
+						}
+					}
+					return
 				}
-				return
+				pauseAt = tr.t.Deadline().Add(-c.opts.DrainTimeout - pauseLead)
 			}
 			if !c.dispatch(tr, m, info, s) {
 				return
@@ -460,6 +467,15 @@ func (c *Consumer) intake(ctx, watch context.Context, tr *term, r transport.Read
 				lastWrite = time.Now()
 			}
 		}
+	}
+}
+
+func isDone(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
 	}
 }
 
