@@ -43,9 +43,6 @@ type Source struct {
 	nc      *nats.Conn
 	subject string
 	opts    Options
-
-	mu      sync.Mutex
-	subs    []*nats.Subscription
 	dropped atomic.Int64
 }
 
