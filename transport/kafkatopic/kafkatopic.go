@@ -82,9 +82,7 @@ func New(brokers []string, topic string, opts Options) (*Source, error) {
 
 // Close releases the Source's own connections.
 func (s *Source) Close() error {
-	if s.own != nil {
-		s.own.CloseIdleConnections()
-	}
+	s.done()
 	return nil
 }
 
