@@ -13,6 +13,7 @@ import (
 	"os"
 	"testing"
 
+	"github.com/nandi-go/nandi/internal/redistest"
 	"go.uber.org/goleak"
 )
 
@@ -20,5 +21,5 @@ func TestMain(m *testing.M) {
 	if os.Getenv(envWorker) != "" {
 		os.Exit(workerMain())
 	}
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(m, redistest.IgnoreProxyLeaks()...)
 }

@@ -7,11 +7,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nandi-go/nandi/internal/redistest"
 	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(m, redistest.IgnoreProxyLeaks()...)
 }
 
 func groupName(t *testing.T) string {
