@@ -127,7 +127,7 @@ func TestLeaseLostReplyCountsOnce(t *testing.T) {
 		us, _ := strconv.ParseInt(parts[1].(string), 10, 64)
 		n := (sec*1_000_000 + us) / iv
 		for m := n - 2; m <= n; m++ {
-			if v, err := srv.Do("GET", partition.CounterKey(o.Name, m)); err == nil {
+			if v, err := srv.Do("HGET", partition.Key(o.Name), partition.CountField(m)); err == nil {
 				c, _ := strconv.ParseInt(v.(string), 10, 64)
 				seen[m] = max(seen[m], c)
 			}

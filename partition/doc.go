@@ -95,7 +95,7 @@
 // the first registration instead of a second INCR.
 //
 // The store's generation (its run_id, its master_replid and a random nonce
-// kept in the group's meta key) changes whenever the store may have lost
+// kept in the group's lease hash) changes whenever the store may have lost
 // acknowledged writes: a restart, a failover, a flush or expired group keys.
 // A worker that sees a new generation drops its history and its term
 // (ErrGenerationChanged), and holds nothing until two intervals after its
@@ -131,10 +131,15 @@
 //
 // # Keys
 //
-// All keys carry the hash tag {Name}, so one script touches them on one node
-// (single server, Sentinel and Cluster alike): {Name}:meta (settings, the
-// clamped clock, the nonce; expires after 10 idle intervals, after which the
-// group may change settings), {Name}:N (the counter of interval N; expires
-// after 3 intervals; read it with CounterKey) and {Name}:reg:N (the tokens
-// registered in N).
+// A group's lease state is one hash, Key(Name) = "{Name}:lease": the
+// settings, the clamped clock, the nonce, and the counts and tokens of the
+// last three intervals (CountField(N) counts interval N; older ones are
+// deleted by the first registration of each interval). The script declares
+// it and touches no other key, as Redis Cluster requires of scripts: a slot
+// migration moves the whole state at once, never half of it, and the node
+// that answers afterwards is a new store generation (its run_id differs),
+// so the group stands down for about three intervals and re-forms. The
+// hash expires after 10 idle intervals, after which the group may change
+// settings. The checkpoints of package consumer live in "{Name}:ledger",
+// on the same node.
 package partition

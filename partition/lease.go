@@ -35,6 +35,7 @@ type Lease struct {
 	seq   atomic.Uint64
 	runs  atomic.Bool
 	rnd   *rand.Rand // used by the Run goroutine only
+	clock Clock      // every reading and deadline of the lease is on it
 	trace func(traceEvent)
 	// wait sleeps until a registration's send time, more precisely than a
 	// Go timer (whose wake-ups are late by up to a millisecond when the
@@ -70,7 +71,7 @@ func New(client redis.UniversalClient, opts Options) (*Lease, error) {
 	ppm := gapPPM(opts.Gap)
 	st := &redisStore{
 		client:   client,
-		meta:     metaKey(opts.Name),
+		key:      Key(opts.Name),
 		settings: []any{iv, ppm},
 		wait:     opts.WaitReplicas,
 		waitTime: opts.WaitTimeout,
@@ -93,17 +94,21 @@ func newLease(st store, opts Options) *Lease {
 		iv:      iv,
 		lo:      gapMicros(iv, gapPPM(opts.Gap)),
 		log:     opts.Logger.With("group", opts.Name),
+		clock:   opts.Clock,
 		id:      binary.LittleEndian.Uint64(seed[:8]),
 		rnd:     rand.New(rand.NewPCG(binary.LittleEndian.Uint64(seed[:8]), binary.LittleEndian.Uint64(seed[8:]))),
 		changed: make(chan struct{}),
 	}
 }
 
-func metaKey(name string) string { return "{" + name + "}:meta" }
+// Key is the Redis key that holds all of group name's lease state: a hash
+// (see "Keys" in the package doc). Tools read it; nothing but the lease's
+// script should write it.
+func Key(name string) string { return "{" + name + "}:lease" }
 
-// CounterKey is the key of interval n's counter in group name: its value is
-// how many workers registered in interval n (readable by tools).
-func CounterKey(name string, n int64) string { return "{" + name + "}:" + strconv.FormatInt(n, 10) }
+// CountField is the field of Key that counts the registrations of
+// interval n (the interval that holds server time n*Interval).
+func CountField(n int64) string { return "c:" + strconv.FormatInt(n, 10) }
 
 // Client returns the Redis client the lease registers with: the store of
 // the group's other keys (package consumer keeps its checkpoints there).
@@ -213,7 +218,7 @@ func (l *Lease) endTerm(t *Term, why error) {
 	if t.end(why) {
 		l.setTerm(nil, false)
 		l.log.Info("lease lost", "index", t.a.Index, "replicas", t.a.Replicas, "token", t.a.Token, "reason", why)
-		l.emit(traceEvent{kind: traceLost, a: t.a, at: time.Now(), err: why})
+		l.emit(traceEvent{kind: traceLost, a: t.a, at: l.clock.Host(l.clock.Now()), err: why})
 	}
 }
 
@@ -341,13 +346,13 @@ type runner struct {
 
 func (r *runner) loop() error {
 	l := r.l
-	r.nextAt = time.Now()
+	r.nextAt = l.clock.Now()
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {
-		now := time.Now()
+		now := l.clock.Now()
 		// Local expiry first: the deadline is a timer, not an error.
-		if t := l.liveTerm(); t != nil && !now.Before(t.Deadline()) {
+		if t := l.liveTerm(); t != nil && !now.Before(t.localDeadline()) {
 			l.endTerm(t, ErrExpired)
 		}
 		if p := r.pend; p != nil {
@@ -361,12 +366,12 @@ func (r *runner) loop() error {
 		}
 		wake := r.sendBy()
 		if t := l.liveTerm(); t != nil {
-			wake = earliest(wake, t.Deadline())
+			wake = earliest(wake, t.localDeadline())
 		}
 		if r.pend != nil {
 			wake = earliest(wake, r.pend.start)
 		}
-		timer.Reset(time.Until(wake))
+		timer.Reset(time.Until(l.clock.Host(wake)))
 		select {
 		case <-r.ctx.Done():
 			return nil
@@ -376,7 +381,7 @@ func (r *runner) loop() error {
 				return err
 			}
 		case <-timer.C:
-			if !time.Now().Before(r.sendBy()) {
+			if !l.clock.Now().Before(r.sendBy()) {
 				r.attempt()
 			}
 		}
@@ -413,7 +418,7 @@ func (r *runner) retryAfter() time.Duration {
 func (r *runner) attempt() {
 	l := r.l
 	if r.outstanding >= maxOutstanding {
-		r.nextAt = time.Now().Add(r.retryAfter())
+		r.nextAt = l.clock.Now().Add(r.retryAfter())
 		return
 	}
 	r.outstanding++
@@ -423,17 +428,17 @@ func (r *runner) attempt() {
 	at := r.nextAt
 	go func() {
 		if l.wait != nil {
-			l.wait(at)
+			l.wait(l.clock.Host(at))
 		}
-		sent := time.Now()
+		sent := l.clock.Now()
 		actx, cancel := context.WithTimeout(ctx, ictx)
 		defer cancel()
 		rep, err := l.st.register(actx, tok, l.token(), probe)
-		results <- result{token: tok, sent: sent, recv: time.Now(), rep: rep, err: err}
+		results <- result{token: tok, sent: sent, recv: l.clock.Now(), rep: rep, err: err}
 	}()
 	// Retry with the same token if no answer comes in time; a retry whose
 	// first attempt ran is answered with that registration.
-	r.nextAt = latest(at, time.Now()).Add(r.retryAfter())
+	r.nextAt = latest(at, l.clock.Now()).Add(r.retryAfter())
 }
 
 func (r *runner) handle(res result) error {
@@ -550,7 +555,7 @@ func (r *runner) decide(cur record) {
 		due := (m+1)*l.iv + l.slot(cur.index, cur.prevCount, cur.index+1)
 		d := min(due+l.lo, (m+2)*l.iv)
 		deadline = r.clock.local(d)
-		valid = deadline.After(time.Now())
+		valid = deadline.After(l.clock.Now())
 	}
 	if !valid {
 		if live != nil {
@@ -562,7 +567,7 @@ func (r *runner) decide(cur record) {
 	a := Assignment{Index: k, Replicas: rr, Token: m}
 	if live != nil && live.a.Index == k && live.a.Replicas == rr {
 		live.renew(deadline)
-		l.emit(traceEvent{kind: traceRenewed, a: live.a, at: time.Now(), deadline: deadline})
+		l.emit(traceEvent{kind: traceRenewed, a: live.a, at: l.clock.Host(l.clock.Now()), deadline: l.clock.Host(deadline)})
 		return
 	}
 	if live != nil {
@@ -572,7 +577,7 @@ func (r *runner) decide(cur record) {
 		p.deadline = deadline
 		return
 	}
-	if time.Now().Before(r.quarantine) {
+	if l.clock.Now().Before(r.quarantine) {
 		r.pend = &pending{a: a, start: r.quarantine, deadline: deadline}
 		return
 	}
@@ -581,14 +586,14 @@ func (r *runner) decide(cur record) {
 
 func (r *runner) acquire(a Assignment, deadline time.Time) {
 	l := r.l
-	now := time.Now()
+	now := l.clock.Now()
 	if !now.Before(deadline) {
 		return
 	}
-	t := newTerm(a, now, deadline)
+	t := newTerm(a, l.clock, now, deadline)
 	l.setTerm(t, false)
 	l.log.Info("lease acquired", "index", a.Index, "replicas", a.Replicas, "token", a.Token, "deadline", deadline.Sub(now))
-	l.emit(traceEvent{kind: traceAcquired, a: a, at: now, deadline: deadline})
+	l.emit(traceEvent{kind: traceAcquired, a: a, at: l.clock.Host(now), deadline: l.clock.Host(deadline)})
 }
 
 // slot is the offset in the next interval at which the holder of index i
@@ -652,7 +657,7 @@ func (r *runner) aimAfterMiss(rep reply) {
 		switch {
 		case rep.offset <= off:
 		case rep.offset >= l.lo && rep.offset < l.iv-l.lo:
-			r.nextAt = time.Now()
+			r.nextAt = l.clock.Now()
 			return
 		default:
 			n++

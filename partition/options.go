@@ -56,6 +56,13 @@ type Options struct {
 	// Logger receives state changes at Info and trouble at Warn. Default:
 	// silent.
 	Logger *slog.Logger
+
+	// Clock is the worker's own clock: every reading, deadline and send
+	// time of the lease is taken on it. Default: the host's monotonic clock
+	// (HostClock). Leave it nil in production; it exists so that tests can
+	// run one worker's clock fast or slow and prove what the group does
+	// about it (see Clock).
+	Clock Clock
 }
 
 func (o Options) withDefaults() Options {
@@ -70,6 +77,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Clock == nil {
+		o.Clock = HostClock{}
 	}
 	return o
 }

@@ -1,7 +1,16 @@
 -- nandi partition lease: one registration (or a probe of the server's clock).
 -- See PROTOCOL.md and doc.go. Atomic, one round trip.
 --
--- KEYS[1]  {name}:meta, a hash: interval_us, gap_ppm, tmax_us, nonce
+-- KEYS[1]  {name}:lease, a hash holding all of the group's lease state, so
+--          that the script touches one declared key and a Redis Cluster
+--          slot migration moves the group in one piece:
+--            interval_us, gap_ppm  the group's settings
+--            tmax_us               the clamped clock (never goes back)
+--            nonce                 part of the store generation
+--            c:N                   how many registered in interval N
+--            t:N:TOKEN             the (1-based) index TOKEN got in N
+--            i:N:INDEX             the token that got INDEX in N
+--            low                   no c:/t:/i: field is older than this interval
 -- ARGV[1]  interval in microseconds
 -- ARGV[2]  gap in parts per million
 -- ARGV[3]  token of this registration ("" with mode "probe")
@@ -14,13 +23,12 @@
 --   {"ok", n, o, T, gen, index, count_of_n_minus_1} registered in interval n (N or N-1)
 if redis.replicate_commands then redis.replicate_commands() end
 
-local meta = KEYS[1]
-local pre = string.sub(meta, 1, -5) -- "{name}:"
+local key = KEYS[1]
 local I = tonumber(ARGV[1])
 local gp = tonumber(ARGV[2])
 local function fmt(x) return string.format('%.0f', x) end
 
-local s = redis.call('HMGET', meta, 'interval_us', 'gap_ppm', 'tmax_us', 'nonce')
+local s = redis.call('HMGET', key, 'interval_us', 'gap_ppm', 'tmax_us', 'nonce')
 if s[1] and (tonumber(s[1]) ~= I or tonumber(s[2]) ~= gp) then
   return {'settings', tonumber(s[1]), tonumber(s[2])}
 end
@@ -47,11 +55,12 @@ if ok and type(info) == 'string' then
   if id then gen = gen .. ':' .. id end
 end
 
-redis.call('HSET', meta, 'interval_us', ARGV[1], 'gap_ppm', ARGV[2], 'tmax_us', fmt(T), 'nonce', nonce)
-redis.call('PEXPIRE', meta, math.ceil(10 * I / 1000))
+redis.call('HSET', key, 'interval_us', ARGV[1], 'gap_ppm', ARGV[2], 'tmax_us', fmt(T), 'nonce', nonce)
+redis.call('PEXPIRE', key, math.ceil(10 * I / 1000))
 
+local function count(m) return tonumber(redis.call('HGET', key, 'c:' .. fmt(m)) or '0') end
 local function idle()
-  return {'time', N, o, T, gen, tonumber(redis.call('GET', pre .. fmt(N - 1)) or '0')}
+  return {'time', N, o, T, gen, count(N - 1)}
 end
 if ARGV[5] ~= 'reg' then
   return idle()
@@ -60,9 +69,9 @@ end
 -- A token registers once: a retry whose first attempt ran returns that.
 local tok = ARGV[3]
 local n = N
-local idx = redis.call('HGET', pre .. 'reg:' .. fmt(N), tok)
+local idx = redis.call('HGET', key, 't:' .. fmt(N) .. ':' .. tok)
 if not idx then
-  idx = redis.call('HGET', pre .. 'reg:' .. fmt(N - 1), tok)
+  idx = redis.call('HGET', key, 't:' .. fmt(N - 1) .. ':' .. tok)
   n = N - 1
 end
 if not idx then
@@ -71,13 +80,34 @@ if not idx then
     return idle()
   end
   n = N
-  local ttl = math.ceil(3 * I / 1000)
-  local ck = pre .. fmt(N)
-  local rk = pre .. 'reg:' .. fmt(N)
-  idx = redis.call('INCR', ck)
-  redis.call('PEXPIRE', ck, ttl)
-  redis.call('HSET', rk, tok, idx)
-  redis.call('PEXPIRE', rk, ttl)
+  idx = redis.call('HINCRBY', key, 'c:' .. fmt(N), 1)
+  redis.call('HSET', key, 't:' .. fmt(N) .. ':' .. tok, idx, 'i:' .. fmt(N) .. ':' .. fmt(idx), tok)
+  if idx == 1 then
+    -- The first registration of N forgets every interval before N-2 (a
+    -- registration reads the counts of N-1 and N-2 and the tokens of N
+    -- and N-1 only).
+    local keep = N - 2
+    local low = tonumber(redis.call('HGET', key, 'low') or fmt(keep))
+    if keep - low > 16 then
+      -- Long idle (probes only): sweep by field instead of by interval.
+      local fields = redis.call('HKEYS', key)
+      for _, f in ipairs(fields) do
+        local m = tonumber(string.match(f, '^[cti]:(%d+)'))
+        if m and m < keep then redis.call('HDEL', key, f) end
+      end
+    else
+      for m = low, keep - 1 do
+        local c = count(m)
+        for x = 1, c do
+          local it = 'i:' .. fmt(m) .. ':' .. fmt(x)
+          local t = redis.call('HGET', key, it)
+          if t then redis.call('HDEL', key, 't:' .. fmt(m) .. ':' .. t) end
+          redis.call('HDEL', key, it)
+        end
+        redis.call('HDEL', key, 'c:' .. fmt(m))
+      end
+    end
+    redis.call('HSET', key, 'low', fmt(keep))
+  end
 end
-local c = tonumber(redis.call('GET', pre .. fmt(n - 1)) or '0')
-return {'ok', n, o, T, gen, tonumber(idx) - 1, c}
+return {'ok', n, o, T, gen, tonumber(idx) - 1, count(n - 1)}

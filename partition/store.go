@@ -36,7 +36,7 @@ type store interface {
 
 type redisStore struct {
 	client   redis.UniversalClient
-	meta     string
+	key      string
 	settings []any // interval_us, gap_ppm
 	wait     int
 	waitTime time.Duration
@@ -56,9 +56,17 @@ func (s *redisStore) register(ctx context.Context, token, nonce string, probe bo
 	if s.wait > 0 && !probe {
 		v, err = s.registerAndWait(ctx, args)
 	} else {
-		v, err = registerScript.Run(ctx, s.client, []string{s.meta}, args...).Result()
+		v, err = registerScript.Run(ctx, s.client, []string{s.key}, args...).Result()
 	}
 	if err != nil {
+		if c, ok := s.client.(*redis.ClusterClient); ok {
+			// go-redis keeps a cluster's slot map until a MOVED reply or
+			// its reload interval (60s since v9.22): after a failover it
+			// would keep dialing the dead master (redis/go-redis#3979).
+			// Have it reload now; reloads are coalesced, at most one per
+			// 200ms.
+			c.ReloadState(ctx)
+		}
 		return reply{}, err
 	}
 	return s.parse(v)
@@ -72,7 +80,7 @@ func (s *redisStore) registerAndWait(ctx context.Context, args []any) (any, erro
 	case *redis.Client:
 		node = c
 	case *redis.ClusterClient:
-		n, err := c.MasterForKey(ctx, s.meta)
+		n, err := c.MasterForKey(ctx, s.key)
 		if err != nil {
 			return nil, err
 		}
@@ -82,7 +90,7 @@ func (s *redisStore) registerAndWait(ctx context.Context, args []any) (any, erro
 	}
 	for loaded := false; ; loaded = true {
 		pipe := node.Pipeline()
-		eval := registerScript.EvalSha(ctx, pipe, []string{s.meta}, args...)
+		eval := registerScript.EvalSha(ctx, pipe, []string{s.key}, args...)
 		wait := pipe.Do(ctx, "WAIT", s.wait, s.waitTime.Milliseconds())
 		_, _ = pipe.Exec(ctx)
 		if err := eval.Err(); err != nil {

@@ -29,31 +29,33 @@ func (a Assignment) Owns(id uint64) bool {
 // concurrent use, and no channel of a Term ever blocks the lease.
 type Term struct {
 	a       Assignment
-	start   time.Time
+	clock   Clock
+	start   time.Time // on clock
 	done    chan struct{}
 	renewed chan time.Time // capacity 1, holds the latest deadline
 
 	mu       sync.Mutex
-	deadline time.Time
+	deadline time.Time // on clock
 	err      error
 }
 
-func newTerm(a Assignment, start, deadline time.Time) *Term {
-	return &Term{a: a, start: start, deadline: deadline, done: make(chan struct{}), renewed: make(chan time.Time, 1)}
+func newTerm(a Assignment, clock Clock, start, deadline time.Time) *Term {
+	return &Term{a: a, clock: clock, start: start, deadline: deadline, done: make(chan struct{}), renewed: make(chan time.Time, 1)}
 }
 
 // Assignment is what the term holds.
 func (t *Term) Assignment() Assignment { return t.a }
 
-// Start is when the term began (local clock).
-func (t *Term) Start() time.Time { return t.start }
+// Start is when the term began, on the host's clock (time.Now's).
+func (t *Term) Start() time.Time { return t.clock.Host(t.start) }
 
-// Deadline is when the term runs out unless renewed first (local clock,
-// with a monotonic reading). Each renewal moves it later.
+// Deadline is when the term runs out unless renewed first, on the host's
+// clock (time.Now's, with a monotonic reading): compare it with time.Now
+// or pass it to context.WithDeadline. Each renewal moves it later.
 func (t *Term) Deadline() time.Time {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.deadline
+	return t.clock.Host(t.deadline)
 }
 
 // Renewed receives the new deadline at each renewal. It keeps only the
@@ -79,7 +81,7 @@ func (t *Term) Err() error {
 func (t *Term) Held() bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.err == nil && time.Now().Before(t.deadline)
+	return t.err == nil && t.clock.Now().Before(t.deadline)
 }
 
 func (t *Term) renew(deadline time.Time) {
@@ -94,7 +96,7 @@ func (t *Term) renew(deadline time.Time) {
 	case <-t.renewed:
 	default:
 	}
-	t.renewed <- deadline
+	t.renewed <- t.clock.Host(deadline)
 }
 
 // end ends the term with err; it reports whether this call ended it.
@@ -107,4 +109,11 @@ func (t *Term) end(err error) bool {
 	t.err = err
 	close(t.done)
 	return true
+}
+
+// localDeadline is the deadline on the lease's own clock.
+func (t *Term) localDeadline() time.Time {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.deadline
 }

@@ -35,6 +35,8 @@ type fleet struct {
 	procs          map[int]*proc
 	next           int
 	waitReplicas   int
+	cluster        *redistest.Cluster // set: the workers use it, with no proxies
+	store          redis.UniversalClient
 }
 
 type proc struct {
@@ -44,8 +46,9 @@ type proc struct {
 }
 
 func newFleet(t *testing.T, interval time.Duration) *fleet {
-	f := &fleet{t: t, main: redistest.Start(t), sink: redistest.Start(t), dir: t.TempDir(),
+	f := &fleet{t: t, main: redistest.Start(t), sink: redistest.Start(t), dir: recordDir(t),
 		group: strings.ReplaceAll(t.Name(), "/", "-"), interval: interval, work: 2 * time.Millisecond, procs: map[int]*proc{}}
+	f.store = f.main.Client()
 	t.Cleanup(func() {
 		for _, p := range f.procs {
 			_ = p.cmd.Process.Kill()
@@ -55,19 +58,46 @@ func newFleet(t *testing.T, interval time.Duration) *fleet {
 	return f
 }
 
+// recordDir is where the workers' records and logs go: a test's temporary
+// directory, or, with NANDI_CHAOS_KEEP set, a directory that is kept and
+// named in the test's log.
+func recordDir(t *testing.T) string {
+	if os.Getenv("NANDI_CHAOS_KEEP") == "" {
+		return t.TempDir()
+	}
+	dir, err := os.MkdirTemp("", "nandi-chaos-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("records and logs kept in %s", dir)
+	return dir
+}
+
 // start starts a worker process behind its own proxy.
 func (f *fleet) start() int { return f.startWith(f.interval) }
 
-// startWith starts a worker with its own interval.
-func (f *fleet) startWith(interval time.Duration) int {
+// startWith starts a worker with its own interval, and extra environment
+// ("NAME=value") for it.
+func (f *fleet) startWith(interval time.Duration, extra ...string) int {
 	f.next++
 	id := f.next
-	p := &proc{proxy: redistest.NewProxy(f.t, f.main.Addr()), done: make(chan error, 1)}
+	p := &proc{done: make(chan error, 1)}
+	redisEnv := []string{}
+	if f.cluster != nil {
+		var addrs []string
+		for _, n := range f.cluster.Nodes {
+			addrs = append(addrs, n.Addr())
+		}
+		redisEnv = append(redisEnv, envRedis+"="+strings.Join(addrs, ","), envCluster+"=1")
+	} else {
+		p.proxy = redistest.NewProxy(f.t, f.main.Addr())
+		redisEnv = append(redisEnv, envRedis+"="+p.proxy.Addr())
+	}
 	p.cmd = exec.Command(os.Args[0], "-test.run=^$")
-	p.cmd.Env = append(os.Environ(),
-		envWorker+"="+strconv.Itoa(id), envRedis+"="+p.proxy.Addr(), envSink+"="+f.sink.Addr(),
+	p.cmd.Env = append(append(append(os.Environ(), redisEnv...),
+		envWorker+"="+strconv.Itoa(id), envSink+"="+f.sink.Addr(),
 		envGroup+"="+f.group, envInterval+"="+interval.String(), envWork+"="+f.work.String(), envWait+"="+strconv.Itoa(f.waitReplicas),
-		envRecord+"="+filepath.Join(f.dir, fmt.Sprintf("worker-%d.jsonl", id)))
+		envRecord+"="+filepath.Join(f.dir, fmt.Sprintf("worker-%d.jsonl", id))), extra...)
 	logf, _ := os.Create(filepath.Join(f.dir, fmt.Sprintf("worker-%d.log", id)))
 	p.cmd.Stdout, p.cmd.Stderr = logf, logf
 	if err := p.cmd.Start(); err != nil {
@@ -108,7 +138,7 @@ func (f *fleet) kill(id int) {
 // produce appends ids x each tasks ("id" field, payload the sequence)
 // over about spread, in the background.
 func (f *fleet) produce(ids, each int, spread time.Duration) chan struct{} {
-	c := f.main.Client()
+	c := f.store
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -116,7 +146,7 @@ func (f *fleet) produce(ids, each int, spread time.Duration) chan struct{} {
 		pause := spread / time.Duration(each*ids/50)
 		for s := range each {
 			for x := range ids {
-				c.XAdd(context.Background(), &redis.XAddArgs{Stream: stream, Values: []any{"id", x, "payload", s}})
+				c.XAdd(context.Background(), &redis.XAddArgs{Stream: taskStream(f.group), Values: []any{"id", x, "payload", s}})
 				if x%50 == 49 {
 					time.Sleep(pause)
 				}
@@ -397,6 +427,7 @@ func TestWorkerWithAnotherIntervalIsRefused(t *testing.T) {
 func TestRedisRestartWithAOF(t *testing.T) {
 	f := newFleet(t, 300*time.Millisecond)
 	f.main = redistest.Start(t, "--appendonly", "yes", "--appendfsync", "everysec")
+	f.store = f.main.Client()
 	ids, each := 200*chaosScale, 4
 	for range 3 {
 		f.start()
@@ -470,13 +501,93 @@ func TestRedisRestartedEmpty(t *testing.T) {
 			t.Error(v)
 		}
 	}
+	f.reformed(h, restarted, 3, "the restart")
+}
+
+// reformed checks that every one of n workers began a holding of a share of
+// n after the moment at (mono): the group re-formed after the fault.
+func (f *fleet) reformed(h *history, at int64, n int, fault string) {
+	f.t.Helper()
 	after := map[int]bool{}
 	for _, hd := range h.holds {
-		if hd.start > restarted && hd.replicas == 3 {
+		if hd.start > at && hd.replicas == n {
 			after[hd.worker] = true
 		}
 	}
-	if len(after) != 3 {
-		t.Errorf("%d of 3 workers held a share of 3 after the restart; want all (the group re-forms)", len(after))
+	if len(after) != n {
+		f.t.Errorf("%d of %d workers held a share of %d after %s; want all (the group re-forms)", len(after), n, n, fault)
+	}
+}
+
+// A worker whose clock runs 1% fast or slow (a hundred times what a quartz
+// clock drifts), next to two on the host's clock: never two holders, every
+// task exactly once, and the settled group does not stand down.
+func TestClockRunningFastOrSlow(t *testing.T) {
+	for _, rate := range []float64{1.01, 0.99} {
+		t.Run(fmt.Sprintf("rate %.2f", rate), func(t *testing.T) {
+			f := newFleet(t, 300*time.Millisecond)
+			ids, each := 200*chaosScale, 4
+			f.start()
+			f.startWith(f.interval, envRate+"="+strconv.FormatFloat(rate, 'f', -1, 64))
+			f.start()
+			produced := f.produce(ids, each, 4*time.Second)
+			time.Sleep(2 * time.Second)
+			h0, _ := readHistory(f.dir)
+			time.Sleep(10 * f.interval)
+			h1, _ := readHistory(f.dir)
+			if len(h1.holds) != len(h0.holds) {
+				t.Errorf("%d holdings began during 10 settled intervals; want none (a stand-down)", len(h1.holds)-len(h0.holds))
+			}
+			<-produced
+			f.finish(ids, each, true)
+		})
+	}
+}
+
+// Redis Cluster, three masters with a replica each: the group's slot is
+// migrated to another master key by key, then that master is killed and
+// its replica takes over. Each is a new store generation; never two
+// holders, no task started outside its lease, every task (all written
+// before the faults) done at least once, and the group re-forms after each.
+func TestClusterSlotMigrationAndFailover(t *testing.T) {
+	cl := redistest.StartCluster(t, 3, 1)
+	for _, wait := range []int{0, 1} {
+		t.Run("WaitReplicas="+strconv.Itoa(wait), func(t *testing.T) {
+			f := newFleet(t, 300*time.Millisecond)
+			f.cluster, f.store, f.waitReplicas = cl, cl.Client(), wait
+			f.work = 30 * time.Millisecond // so that the faults land in the middle of the work
+			ids, each := 150*chaosScale, 4
+			<-f.produce(ids, each, 200*time.Millisecond)
+			cl.WaitSynced() // the failover loses no task, only checkpoints
+			for range 3 {
+				f.start()
+			}
+			time.Sleep(1500*time.Millisecond + time.Duration(rand.Int64N(int64(f.interval))))
+			key := "{" + f.group + "}:lease"
+			from := cl.NodeFor(key)
+			to := cl.Masters()[0]
+			if to == from {
+				to = cl.Masters()[1]
+			}
+			migrated := mono()
+			cl.MigrateSlot(key, from, to)
+			time.Sleep(8 * f.interval)
+			h, _ := readHistory(f.dir)
+			f.reformed(h, migrated, 3, "the slot migration")
+			replica := cl.ReplicaOf(to)
+			failed := mono()
+			to.Kill()
+			replica.Takeover()
+			if wait > 0 {
+				// The new master has no replica to acknowledge: nothing
+				// registers until one is added.
+				time.Sleep(3 * f.interval)
+				cl.AddReplica(replica)
+			}
+			time.Sleep(2*time.Second + 8*f.interval) // the cluster's node timeout is 1s
+			h, _ = readHistory(f.dir)
+			f.reformed(h, failed, 3, "the failover")
+			f.finish(ids, each, false)
+		})
 	}
 }

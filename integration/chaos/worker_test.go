@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/signal"
 	"strconv"
@@ -26,10 +27,11 @@ const (
 	envSink     = "NANDI_CHAOS_SINK"   // the fencing sink's Redis
 	envGroup    = "NANDI_CHAOS_GROUP"
 	envInterval = "NANDI_CHAOS_INTERVAL"
-	envRecord   = "NANDI_CHAOS_RECORD" // file the worker appends its records to
-	envWork     = "NANDI_CHAOS_WORK"   // how long each task takes
-	envWait     = "NANDI_CHAOS_WAIT"   // partition.Options.WaitReplicas
-	stream      = "tasks"
+	envRecord   = "NANDI_CHAOS_RECORD"  // file the worker appends its records to
+	envWork     = "NANDI_CHAOS_WORK"    // how long each task takes
+	envWait     = "NANDI_CHAOS_WAIT"    // partition.Options.WaitReplicas
+	envRate     = "NANDI_CHAOS_RATE"    // the worker's clock runs at this rate (1: the host's)
+	envCluster  = "NANDI_CHAOS_CLUSTER" // set: NANDI_CHAOS_REDIS is a comma-separated list of cluster nodes
 )
 
 // mono is the host's monotonic clock in nanoseconds: comparable across the
@@ -93,15 +95,23 @@ func workerMain() int {
 		return 2
 	}
 	rec := &recorder{f: f, w: id}
-	client := redis.NewClient(&redis.Options{Addr: os.Getenv(envRedis)})
+	var client redis.UniversalClient = redis.NewClient(&redis.Options{Addr: os.Getenv(envRedis)})
+	if os.Getenv(envCluster) != "" {
+		client = redis.NewClusterClient(&redis.ClusterOptions{Addrs: strings.Split(os.Getenv(envRedis), ",")})
+	}
 	sink := redis.NewClient(&redis.Options{Addr: os.Getenv(envSink)})
 	wait, _ := strconv.Atoi(os.Getenv(envWait))
-	lease, err := partition.New(client, partition.Options{Name: os.Getenv(envGroup), Interval: interval, WaitReplicas: wait})
+	logger := slog.New(slog.NewTextHandler(os.Stderr, nil)) // worker-N.log: state changes and trouble
+	opts := partition.Options{Name: os.Getenv(envGroup), Interval: interval, WaitReplicas: wait, Logger: logger}
+	if rate, err := strconv.ParseFloat(os.Getenv(envRate), 64); err == nil && rate != 1 {
+		opts.Clock = driftClock{t0: time.Now(), rate: rate}
+	}
+	lease, err := partition.New(client, opts)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
-	src, _ := redisstream.New(client, stream, redisstream.Options{})
+	src, _ := redisstream.New(client, taskStream(os.Getenv(envGroup)), redisstream.Options{})
 	h := func(ctx context.Context, m *transport.Message) error {
 		a, ok := lease.Current()
 		x, _ := strconv.Atoi(m.Key)
@@ -133,6 +143,27 @@ func workerMain() int {
 		return 1
 	}
 	return 0
+}
+
+// taskStream is the group's stream of tasks: its own per group, so that
+// groups that share a server (the subtests of one cluster) do not share
+// tasks, and not in the group's slot, so that moving that slot does not
+// move the tasks.
+func taskStream(group string) string { return group + ":tasks" }
+
+// driftClock runs at rate times the host's clock: a worker whose clock is
+// fast (rate > 1) or slow (rate < 1).
+type driftClock struct {
+	t0   time.Time
+	rate float64
+}
+
+func (c driftClock) Now() time.Time {
+	return c.t0.Add(time.Duration(float64(time.Since(c.t0)) * c.rate))
+}
+
+func (c driftClock) Host(t time.Time) time.Time {
+	return c.t0.Add(time.Duration(float64(t.Sub(c.t0)) / c.rate))
 }
 
 // recordTerms records every term: its start and deadline, every change of

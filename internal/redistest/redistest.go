@@ -175,6 +175,9 @@ func (s *Server) startProcess() {
 		"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
 		"--dir", s.dir, "--save", "", "--appendonly", "no",
 		"--daemonize", "no", "--logfile", filepath.Join(s.dir, "redis.log"),
+		// A replica that attaches syncs at once, not after Redis 7's 5s
+		// wait for more replicas to share a diskless transfer.
+		"--repl-diskless-sync-delay", "0",
 	}, s.args...)
 	var lastErr error
 	for range 3 {
@@ -322,4 +325,15 @@ func freePort(t testing.TB) int {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
+}
+
+// alive reports whether the server's process runs (a server from Docker or
+// the environment is taken to run).
+func (s *Server) alive() bool {
+	if s.src != fromBinary {
+		return true
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cmd != nil
 }

@@ -1,0 +1,127 @@
+package partition
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nandi-go/nandi/internal/redistest"
+)
+
+// scriptStore returns a store for group name on a real redis-server.
+func scriptStore(t *testing.T, s *redistest.Server, name string, interval time.Duration) *redisStore {
+	c := s.Client()
+	st := &redisStore{client: c, key: Key(name), settings: []any{interval.Microseconds(), gapPPM(DefaultGap)},
+		name: name, interval: interval, gap: DefaultGap}
+	return st
+}
+
+// registerIn calls the script with token until it registers (calls outside
+// the window are answered without registering).
+func registerIn(t *testing.T, st *redisStore, token string) reply {
+	t.Helper()
+	for range 1000 {
+		r, err := st.register(context.Background(), token, "nonce", false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.registered {
+			return r
+		}
+		time.Sleep(time.Millisecond)
+	}
+	t.Fatal("never inside the window")
+	return reply{}
+}
+
+// fields returns the c:, t: and i: fields of the group's hash by interval.
+func fields(t *testing.T, s *redistest.Server, name string) (counts map[int64]int, tokens, indexes map[int64][]string) {
+	t.Helper()
+	v, err := s.Do("HGETALL", Key(name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	counts, tokens, indexes = map[int64]int{}, map[int64][]string{}, map[int64][]string{}
+	for f, val := range v.(map[any]any) {
+		p := strings.SplitN(f.(string), ":", 3)
+		if len(p) < 2 {
+			continue
+		}
+		m, err := strconv.ParseInt(p[1], 10, 64)
+		if err != nil {
+			continue
+		}
+		switch p[0] {
+		case "c":
+			counts[m], _ = strconv.Atoi(val.(string))
+		case "t":
+			tokens[m] = append(tokens[m], p[2])
+		case "i":
+			indexes[m] = append(indexes[m], p[2])
+		}
+	}
+	return counts, tokens, indexes
+}
+
+// The group's hash keeps the last three intervals and no more, and each
+// kept interval is whole: its count, a token field and an index field for
+// each registration.
+func TestScriptKeepsThreeWholeIntervals(t *testing.T) {
+	s := redistest.Start(t)
+	const iv = 100 * time.Millisecond
+	st := scriptStore(t, s, "keep", iv)
+	var newest int64
+	for n := range 12 {
+		for w := range 4 {
+			r := registerIn(t, st, strconv.Itoa(n)+"-"+strconv.Itoa(w))
+			newest = max(newest, r.interval)
+		}
+		time.Sleep(iv)
+	}
+	counts, tokens, indexes := fields(t, s, "keep")
+	if len(counts) == 0 || len(counts) > 3 {
+		t.Errorf("counts kept for intervals %v; want the last three at most", counts)
+	}
+	for m, c := range counts {
+		if m < newest-2 {
+			t.Errorf("interval %d kept, %d intervals before the newest (%d); want forgotten", m, newest-m, newest)
+		}
+		if len(tokens[m]) != c || len(indexes[m]) != c {
+			t.Errorf("interval %d counts %d but keeps %d tokens and %d indexes; want one of each per registration", m, c, len(tokens[m]), len(indexes[m]))
+		}
+	}
+	for m := range tokens {
+		if _, ok := counts[m]; !ok {
+			t.Errorf("tokens of interval %d kept without its count", m)
+		}
+	}
+	for m := range indexes {
+		if _, ok := counts[m]; !ok {
+			t.Errorf("indexes of interval %d kept without its count", m)
+		}
+	}
+}
+
+// After a long stretch without registrations (probes only keep the hash
+// alive), the first registration sweeps every old field.
+func TestScriptSweepsAfterALongIdle(t *testing.T) {
+	s := redistest.Start(t)
+	const iv = 100 * time.Millisecond
+	st := scriptStore(t, s, "idle", iv)
+	registerIn(t, st, "first")
+	// Pretend the hash kept fields from 100 intervals ago and was last
+	// swept at interval 0: interval by interval, that sweep would never end.
+	old := time.Now().UnixMicro()/iv.Microseconds() - 100
+	o := strconv.FormatInt(old, 10)
+	if _, err := s.Do("HSET", Key("idle"), "low", "0", "c:"+o, "1", "t:"+o+":x", "1", "i:"+o+":1", "x"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(iv)
+	registerIn(t, st, "second")
+	counts, tokens, indexes := fields(t, s, "idle")
+	if _, ok := counts[old]; ok || len(tokens[old]) > 0 || len(indexes[old]) > 0 {
+		t.Errorf("fields of interval %d survived the sweep: count %v, tokens %v, indexes %v", old, counts[old], tokens[old], indexes[old])
+	}
+}
