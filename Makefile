@@ -37,5 +37,13 @@ lint:
 	$(GO) vet $(PKGS)
 	$(GO) run $(STATICCHECK) $(PKGS)
 
+# Every fuzzer for FUZZTIME each (go test -fuzz takes one at a time).
+FUZZTIME ?= 30s
+FUZZERS := ./partition/:FuzzOptionsValidate ./consumer/:FuzzOptionsValidate ./consumer/:FuzzID \
+	./transport/:FuzzParsePosition ./transport/redisstream/:FuzzMessage ./transport/kafkatopic/:FuzzMessage \
+	./transport/natscore/:FuzzMessage ./transport/natsjs/:FuzzMessage ./transport/watermillsub/:FuzzMessage
 fuzz:
-	$(GO) test -run '^$$' -fuzz FuzzOptionsValidate -fuzztime 30s ./partition/
+	@for f in $(FUZZERS); do \
+		echo "== $${f%%:*} $${f##*:}"; \
+		$(GO) test -run '^$$' -fuzz "^$${f##*:}$$" -fuzztime $(FUZZTIME) "$${f%%:*}" || exit 1; \
+	done

@@ -42,7 +42,8 @@ type Options struct {
 	ID func(m *transport.Message) (uint64, error)
 
 	// RetryMin and RetryMax bound the backoff between attempts of a failed
-	// task: it doubles from RetryMin (default 50ms) to RetryMax (default 5s).
+	// task: it doubles from RetryMin (default 50ms) to RetryMax (default 5s,
+	// or RetryMin when that is longer).
 	RetryMin, RetryMax time.Duration
 
 	// MaxAttempts is the failure policy. 0 (the default): a failing task is
@@ -93,7 +94,7 @@ func (o Options) withDefaults(gapTime, _ time.Duration) Options {
 		o.RetryMin = 50 * time.Millisecond
 	}
 	if o.RetryMax == 0 {
-		o.RetryMax = 5 * time.Second
+		o.RetryMax = max(5*time.Second, o.RetryMin)
 	}
 	if o.CheckpointInterval == 0 {
 		o.CheckpointInterval = time.Second

@@ -65,9 +65,15 @@ func (p Position) Compare(q Position) int {
 // Less reports whether p is before q.
 func (p Position) Less(q Position) bool { return p.Compare(q) < 0 }
 
-// Next returns the smallest Position after p.
+// Next returns the smallest Position after p. The largest Position (a
+// Redis stream entry ID of 2^64-1-2^64-1, after which XADD refuses
+// everything) has none: Next returns it unchanged rather than wrap around
+// to the start of the log.
 func (p Position) Next() Position {
 	if p.Lo == ^uint64(0) {
+		if p.Hi == ^uint64(0) {
+			return p
+		}
 		return Position{Hi: p.Hi + 1}
 	}
 	return Position{Hi: p.Hi, Lo: p.Lo + 1}
