@@ -37,6 +37,7 @@ type fleet struct {
 	waitReplicas   int
 	cluster        *redistest.Cluster // set: the workers use it, with no proxies
 	store          redis.UniversalClient
+	stopAt         int64 // mono: when finish began stopping the workers
 }
 
 type proc struct {
@@ -175,6 +176,7 @@ func (f *fleet) effects(total int) map[string]int {
 // verifies.
 func (f *fleet) finish(ids, each int, exact bool) *history {
 	got := f.effects(ids * each)
+	f.stopAt = mono()
 	for id := range f.procs {
 		f.term(id)
 	}
@@ -222,23 +224,29 @@ func (f *fleet) verify(ids, each int, exact bool, got map[string]int) *history {
 	return h
 }
 
-// 3 -> 5 -> 2 workers by SIGTERM and start, tasks flowing: exactly once.
+// 3 -> 8 -> 2 workers by SIGTERM and start, tasks flowing: exactly once.
 func TestChurnBySIGTERMIsExactlyOnce(t *testing.T) {
 	f := newFleet(t, 300*time.Millisecond)
 	ids, each := 300*chaosScale, 5
 	for range 3 {
 		f.start()
 	}
-	produced := f.produce(ids, each, 4*time.Second)
+	produced := f.produce(ids, each, 5*time.Second)
 	time.Sleep(1500 * time.Millisecond)
-	f.start()
-	f.start()
-	time.Sleep(1500 * time.Millisecond)
-	for _, id := range []int{1, 2, 3} {
+	grew := mono()
+	for range 5 {
+		f.start()
+	}
+	time.Sleep(2 * time.Second)
+	h, _ := readHistory(f.dir)
+	f.reform(h, grew, 8, 10*f.interval, "growing from 3 to 8")
+	shrank := mono()
+	for _, id := range []int{1, 2, 3, 4, 5, 6} {
 		f.term(id)
 	}
 	<-produced
-	f.finish(ids, each, true)
+	h = f.finish(ids, each, true)
+	f.reform(h, shrank, 2, 10*f.interval, "shrinking from 8 to 2")
 }
 
 // kill -9 of a worker holding work: every task at least once, and only
@@ -251,10 +259,12 @@ func TestKill9RepeatsOnlyTheKilledWorkersWork(t *testing.T) {
 	}
 	produced := f.produce(ids, each, 3*time.Second)
 	time.Sleep(2 * time.Second)
+	killed := mono()
 	f.kill(2)
 	f.start()
 	<-produced
-	f.finish(ids, each, false)
+	h := f.finish(ids, each, false)
+	f.reform(h, killed, 3, 10*f.interval, "kill -9 and a new worker")
 	list, _ := f.sink.Client().LRange(context.Background(), "effects", 0, -1).Result()
 	first := map[string]string{}
 	for _, e := range list {
@@ -289,8 +299,10 @@ func TestPauseLongerThanALease(t *testing.T) {
 			f.signal(2, syscall.SIGSTOP)
 			time.Sleep(time.Duration(p * float64(f.interval)))
 			f.signal(2, syscall.SIGCONT)
+			resumed := mono()
 			<-produced
-			f.finish(ids, each, false)
+			h := f.finish(ids, each, false)
+			f.reform(h, resumed, 3, 10*f.interval, "SIGCONT")
 		})
 	}
 }
@@ -308,8 +320,10 @@ func TestStoreThatStopsAnsweringOneWorker(t *testing.T) {
 	f.procs[2].proxy.Hold()
 	time.Sleep(4 * f.interval)
 	f.procs[2].proxy.Release()
+	released := mono()
 	<-produced
-	f.finish(ids, each, false)
+	h := f.finish(ids, each, false)
+	f.reform(h, released, 3, 10*f.interval, "the link answering again")
 }
 
 // Replies lost after the server ran the script (the connection closes as
@@ -355,7 +369,8 @@ func TestLostRepliesNeverCountTwice(t *testing.T) {
 		}
 	}
 	<-produced
-	f.finish(ids, each, false)
+	h = f.finish(ids, each, false)
+	f.reform(h, dropped, 3, 10*f.interval, "replies lost for 3 intervals")
 }
 
 // Latency with jitter well inside the gap does not make a settled group
@@ -434,9 +449,11 @@ func TestRedisRestartWithAOF(t *testing.T) {
 	}
 	produced := f.produce(ids, each, 3*time.Second)
 	time.Sleep(1500*time.Millisecond + time.Duration(rand.Int64N(int64(f.interval))))
+	restarted := mono()
 	f.main.Restart()
 	<-produced
-	f.finish(ids, each, false)
+	h := f.finish(ids, each, false)
+	f.reform(h, restarted, 3, 10*f.interval, "the restart")
 }
 
 // Replica promotion: the master dies, its replica is promoted and every
@@ -461,13 +478,16 @@ func TestReplicaPromotion(t *testing.T) {
 			for _, p := range f.procs {
 				p.proxy.SetUpstream(replica.Addr())
 			}
+			promoted := mono()
 			if wait > 0 {
 				// The promoted replica has none of its own: nothing is
 				// acknowledged, so the leases run out, until one is added.
 				time.Sleep(3 * f.interval)
 				_ = redistest.StartReplica(t, replica)
+				promoted = mono()
 			}
-			f.finish(ids, each, false)
+			h := f.finish(ids, each, false)
+			f.reform(h, promoted, 3, 10*f.interval, "the promotion")
 		})
 	}
 }
@@ -489,6 +509,7 @@ func TestRedisRestartedEmpty(t *testing.T) {
 	f.main.Restart()
 	<-produced
 	time.Sleep(8 * f.interval)
+	f.stopAt = mono()
 	for id := range f.procs {
 		f.term(id)
 	}
@@ -502,6 +523,28 @@ func TestRedisRestartedEmpty(t *testing.T) {
 		}
 	}
 	f.reformed(h, restarted, 3, "the restart")
+	f.reform(h, restarted, 3, 10*f.interval, "the restart")
+}
+
+// reform checks that the group of n was whole for good (every index of n
+// held, without a break, until the workers were stopped or now) within
+// bound of the fault at at (mono), and logs how long that took: 0 when the
+// fault never broke it.
+func (f *fleet) reform(h *history, at int64, n int, bound time.Duration, fault string) {
+	f.t.Helper()
+	until := mono()
+	if f.stopAt > at {
+		until = f.stopAt
+	}
+	w, ok := h.settled(at, until, n)
+	switch {
+	case !ok:
+		f.t.Errorf("the group of %d was not whole at the end, after %s", n, fault)
+	case time.Duration(w-at) > bound:
+		f.t.Errorf("the group of %d was whole for good %v after %s; want within %v", n, time.Duration(w-at).Round(time.Millisecond), fault, bound)
+	default:
+		f.t.Logf("re-formed %v after %s (bound %v)", time.Duration(w-at).Round(time.Millisecond), fault, bound)
+	}
 }
 
 // reformed checks that every one of n workers began a holding of a share of
@@ -571,9 +614,10 @@ func TestClusterSlotMigrationAndFailover(t *testing.T) {
 			}
 			migrated := mono()
 			cl.MigrateSlot(key, from, to)
-			time.Sleep(8 * f.interval)
+			time.Sleep(10 * f.interval)
 			h, _ := readHistory(f.dir)
 			f.reformed(h, migrated, 3, "the slot migration")
+			f.reform(h, migrated, 3, 10*f.interval, "the slot migration")
 			replica := cl.ReplicaOf(to)
 			failed := mono()
 			to.Kill()
@@ -583,10 +627,14 @@ func TestClusterSlotMigrationAndFailover(t *testing.T) {
 				// registers until one is added.
 				time.Sleep(3 * f.interval)
 				cl.AddReplica(replica)
+				failed = mono()
 			}
-			time.Sleep(2*time.Second + 8*f.interval) // the cluster's node timeout is 1s
+			time.Sleep(2*time.Second + 10*f.interval)
 			h, _ = readHistory(f.dir)
 			f.reformed(h, failed, 3, "the failover")
+			// go-redis learns the new master on its next reload; the
+			// cluster's node timeout is 1s.
+			f.reform(h, failed, 3, 2*time.Second+10*f.interval, "the failover")
 			f.finish(ids, each, false)
 		})
 	}

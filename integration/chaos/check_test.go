@@ -153,3 +153,56 @@ func TestCheckerSeesWhatItMust(t *testing.T) {
 		t.Errorf("owned found %d violations; want 2 (a task not owned, a task after the holding): %v", n, dirty.owned())
 	}
 }
+
+// settled reports the moment from which, up to until, every index of n is
+// held (by holdings of a share of n) without a break: the end of the last
+// moment in [at, until) when the group of n was not whole. It is at when
+// the group never broke; false when it was not whole at until.
+func (h *history) settled(at, until int64, n int) (int64, bool) {
+	times := []int64{at, until}
+	for _, hd := range h.holds {
+		for _, x := range []int64{hd.start, hd.end} {
+			if x > at && x < until {
+				times = append(times, x)
+			}
+		}
+	}
+	sort.Slice(times, func(i, j int) bool { return times[i] < times[j] })
+	whole := func(x int64) bool {
+		idx := map[int]bool{}
+		for _, hd := range h.holds {
+			if hd.replicas == n && hd.start <= x && x < hd.end {
+				idx[hd.index] = true
+			}
+		}
+		return len(idx) == n
+	}
+	from := at
+	for i := 0; i+1 < len(times); i++ {
+		if a, b := times[i], times[i+1]; b > a && !whole(a+(b-a)/2) {
+			from = b
+		}
+	}
+	if from >= until {
+		return 0, false
+	}
+	return from, true
+}
+
+func TestSettledFindsTheEndOfTheLastBreak(t *testing.T) {
+	h := &history{holds: []holding{
+		{worker: 1, index: 0, replicas: 2, start: 0, end: 30},
+		{worker: 2, index: 1, replicas: 2, start: 0, end: 10},
+		{worker: 2, index: 1, replicas: 2, start: 15, end: 30},
+		{worker: 3, index: 0, replicas: 3, start: 12, end: 14}, // another count fills nothing
+	}}
+	if at, ok := h.settled(5, 30, 2); !ok || at != 15 {
+		t.Errorf("settled(5, 30) = %d, %v; want 15 (the end of the break 10..15)", at, ok)
+	}
+	if at, ok := h.settled(16, 30, 2); !ok || at != 16 {
+		t.Errorf("settled(16, 30) = %d, %v; want 16 (no break after 16)", at, ok)
+	}
+	if _, ok := h.settled(5, 12, 2); ok {
+		t.Error("settled(5, 12) reports whole; index 1 is not held at 12")
+	}
+}
