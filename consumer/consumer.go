@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nandi-go/nandi/drain"
+	"github.com/nandi-go/nandi/internal/hist"
 	"github.com/nandi-go/nandi/internal/ledger"
 	"github.com/nandi-go/nandi/partition"
 	"github.com/nandi-go/nandi/transport"
@@ -36,7 +37,10 @@ type Consumer struct {
 	gate     drain.Gate
 	slots    chan struct{} // MaxPending
 	stats    stats
+	drains   hist.H
 	lastTrim time.Time // used by the intake goroutine only
+
+	cur atomic.Pointer[term] // the term being served, for Positions
 }
 
 // New returns a Consumer of src for the holder of lease, handling with h.
@@ -71,6 +75,12 @@ type Stats struct {
 	Unowned     int64 // messages of a source that is not a log read while holding nothing: lost (NATS core)
 	Checkpoints int64 // checkpoint writes
 	Terms       int64 // terms served
+	InFlight    int64 // handlers running now
+
+	// Drains is how long each drain took: from stopping intake to the last
+	// handler's return and the last checkpoint write (at every change of
+	// mapping, and at shutdown).
+	Drains hist.Snapshot
 }
 
 type stats struct {
@@ -84,7 +94,36 @@ func (c *Consumer) Stats() Stats {
 		Handled: s.handled.Load(), NotOwned: s.notOwned.Load(), DoneBefore: s.doneBefore.Load(),
 		Failed: s.failed.Load(), DeadLetters: s.deadLetters.Load(), Abandoned: s.abandoned.Load(),
 		Unowned: s.unowned.Load(), Checkpoints: s.checkpoints.Load(), Terms: s.terms.Load(),
+		InFlight: int64(c.gate.InFlight()), Drains: c.drains.Snapshot(),
 	}
+}
+
+// Lease returns the lease the consumer runs.
+func (c *Consumer) Lease() *partition.Lease { return c.lease }
+
+// Source returns the source the consumer reads.
+func (c *Consumer) Source() transport.Source { return c.src }
+
+// Positions returns, for a log, the position per shard below which every
+// task of the index held now is done (what the next checkpoint would
+// write), and the assignment they belong to; ok is false when nothing is
+// being served or the source is not a log. With the log's ends
+// (Source.Info) it gives the lag per shard.
+func (c *Consumer) Positions() (a partition.Assignment, pos []transport.Position, ok bool) {
+	tr := c.cur.Load()
+	if tr == nil {
+		return a, nil, false
+	}
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	if tr.shards == nil {
+		return a, nil, false
+	}
+	pos = make([]transport.Position, len(tr.shards))
+	for i, sh := range tr.shards {
+		pos[i] = sh.checkpoint()
+	}
+	return tr.a, pos, true
 }
 
 // ErrAlreadyRunning is returned by a second call of Run.
@@ -314,6 +353,8 @@ func (c *Consumer) serve(ctx, watch context.Context, t *partition.Term, info tra
 	a := t.Assignment()
 	log := c.log.With("index", a.Index, "replicas", a.Replicas, "token", a.Token)
 	tr := &term{t: t, a: a, flush: make(chan struct{}, 1), bumped: make(chan struct{})}
+	c.cur.Store(tr)
+	defer c.cur.CompareAndSwap(tr, nil)
 	tr.ctx, tr.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	defer tr.cancel()
 	go tr.watch()
@@ -338,6 +379,8 @@ func (c *Consumer) serve(ctx, watch context.Context, t *partition.Term, info tra
 	// Drain: stop taking, finish in flight by the lease's deadline (or
 	// ShutdownTimeout), write the last checkpoints.
 	c.gate.Stop()
+	drainStart := time.Now()
+	defer func() { c.drains.Observe(time.Since(drainStart)) }()
 	waitCtx := tr.ctx
 	if ctx.Err() != nil {
 		var cancel context.CancelFunc
@@ -371,11 +414,13 @@ func (c *Consumer) openLog(ctx context.Context, tr *term, info transport.Info) (
 			from := st.From(tr.a.Index)
 			r, err := c.src.Open(ctx, from)
 			if err == nil {
-				tr.st = st
-				tr.shards = make([]*shardTrack, len(from))
+				shards := make([]*shardTrack, len(from))
 				for i, p := range from {
-					tr.shards[i] = &shardTrack{next: p, written: p}
+					shards[i] = &shardTrack{next: p, written: p}
 				}
+				tr.mu.Lock()
+				tr.st, tr.shards = st, shards
+				tr.mu.Unlock()
 				return r, nil
 			}
 			return nil, fmt.Errorf("opening the source: %w", err)

@@ -47,6 +47,8 @@ type Lease struct {
 	term    *Term
 	changed chan struct{} // closed and replaced when term or stopped changes
 	stopped bool
+
+	stats leaseStats
 }
 
 // New returns a Lease for the group opts.Name on client. It validates opts
@@ -200,10 +202,12 @@ func (l *Lease) Run(ctx context.Context) error {
 	}
 	r := &runner{l: l, ctx: ctx, results: make(chan result, maxOutstanding), token: l.token(), probe: true,
 		clock: clockMap{recent: 2 * l.opts.Interval, keep: 8 * l.opts.Interval}}
+	l.noteRun(true)
 	err := r.loop()
 	if t := l.liveTerm(); t != nil {
 		l.endTerm(t, ErrStopped)
 	}
+	l.noteRun(false)
 	l.setTerm(nil, true)
 	return err
 }
@@ -216,6 +220,7 @@ func (l *Lease) liveTerm() *Term {
 
 func (l *Lease) endTerm(t *Term, why error) {
 	if t.end(why) {
+		l.noteEnded(t, why)
 		l.setTerm(nil, false)
 		l.log.Info("lease lost", "index", t.a.Index, "replicas", t.a.Replicas, "token", t.a.Token, "reason", why)
 		l.emit(traceEvent{kind: traceLost, a: t.a, at: l.clock.Host(l.clock.Now()), err: why})
@@ -443,6 +448,9 @@ func (r *runner) attempt() {
 
 func (r *runner) handle(res result) error {
 	l := r.l
+	if r.ctx.Err() == nil {
+		l.noteCall(res, res.err == nil && res.rep.registered)
+	}
 	if res.token != r.token {
 		return nil // an answer to a registration already handled
 	}
@@ -592,6 +600,7 @@ func (r *runner) acquire(a Assignment, deadline time.Time) {
 	}
 	t := newTerm(a, l.clock, now, deadline)
 	l.setTerm(t, false)
+	l.noteAcquired()
 	l.log.Info("lease acquired", "index", a.Index, "replicas", a.Replicas, "token", a.Token, "deadline", deadline.Sub(now))
 	l.emit(traceEvent{kind: traceAcquired, a: a, at: l.clock.Host(now), deadline: l.clock.Host(deadline)})
 }

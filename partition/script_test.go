@@ -125,3 +125,23 @@ func TestScriptSweepsAfterALongIdle(t *testing.T) {
 		t.Errorf("fields of interval %d survived the sweep: count %v, tokens %v, indexes %v", old, counts[old], tokens[old], indexes[old])
 	}
 }
+
+// The script keeps all of a group's state in the one key it declares:
+// Redis Cluster moves a slot key by key, and guarantees a script atomic
+// access only to the keys it declares.
+func TestScriptTouchesOnlyItsDeclaredKey(t *testing.T) {
+	s := redistest.Start(t)
+	const iv = 100 * time.Millisecond
+	st := scriptStore(t, s, "one", iv)
+	for n := range 4 {
+		registerIn(t, st, strconv.Itoa(n))
+		time.Sleep(iv)
+	}
+	v, err := s.Do("KEYS", "*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if keys := v.([]any); len(keys) != 1 || keys[0] != Key("one") {
+		t.Errorf("keys after 4 registrations: %v; want only %s", keys, Key("one"))
+	}
+}

@@ -240,13 +240,13 @@ func TestChurnBySIGTERMIsExactlyOnce(t *testing.T) {
 	time.Sleep(2 * time.Second)
 	h, _ := readHistory(f.dir)
 	f.reform(h, grew, 8, 10*f.interval, "growing from 3 to 8")
-	shrank := mono()
 	for _, id := range []int{1, 2, 3, 4, 5, 6} {
-		f.term(id)
+		f.term(id) // one after the other: each waits for the exit
 	}
+	shrank := mono() // the last of six changes
 	<-produced
 	h = f.finish(ids, each, true)
-	f.reform(h, shrank, 2, 10*f.interval, "shrinking from 8 to 2")
+	f.reform(h, shrank, 2, 10*f.interval, "shrinking from 8 to 2 (from the last SIGTERM)")
 }
 
 // kill -9 of a worker holding work: every task at least once, and only

@@ -1,0 +1,273 @@
+// Package metrics exports nandi's leases and consumers to Prometheus.
+//
+// Register a lease (RegisterLease) or a consumer with its lease (Register)
+// on a registry you pass; nothing is registered on the global one. The
+// collectors read the lease's and the consumer's counts at scrape time, so
+// they cost nothing between scrapes. Every metric carries the label
+// group (the lease's Options.Name); add your own (a pod name) with
+// Options.ConstLabels.
+//
+// The lease:
+//
+//	nandi_lease_held                            gauge    1 while a term is held, else 0
+//	nandi_lease_index                           gauge    the index held; -1 when none
+//	nandi_lease_replicas                        gauge    the replicas of the term held; 0 when none
+//	nandi_lease_token                           gauge    the fencing token of the term held; 0 when none
+//	nandi_lease_calls_total                     counter  registration calls the store answered
+//	nandi_lease_registrations_total             counter  calls the group counted (one per interval when healthy)
+//	nandi_lease_registration_failures_total     counter  calls that failed: network, timeout, WAIT not acknowledged
+//	nandi_lease_registration_refusals_total     counter  calls refused: the group runs with other settings
+//	nandi_lease_registration_duration_seconds   histogram round trip of every answered call
+//	nandi_lease_terms_total                     counter  terms acquired
+//	nandi_lease_stand_downs_total{reason}       counter  terms ended: mapping_changed, expired, generation_changed, stopped
+//	nandi_lease_held_seconds_total              counter  time spent holding
+//	nandi_lease_unheld_seconds_total            counter  time spent running without a term (joining, standing down)
+//
+// The consumer:
+//
+//	nandi_consumer_messages_total{outcome}      counter  handled, not_owned, done_before, dead_lettered, abandoned, lost_unowned
+//	nandi_consumer_handler_failures_total       counter  failed handler attempts (each is retried or dead-lettered)
+//	nandi_consumer_in_flight                    gauge    handlers running now
+//	nandi_consumer_drain_duration_seconds       histogram from stopping intake to the last handler's return, per drain
+//	nandi_consumer_checkpoint_writes_total      counter  checkpoint writes
+//	nandi_consumer_terms_total                  counter  terms served
+//	nandi_consumer_lag_messages{shard}          gauge    offsets between the held index's checkpoint and the log's end (Kafka, JetStream, memory)
+//	nandi_consumer_lag_seconds{shard}           gauge    entry-time between the held index's checkpoint and the stream's end (Redis Streams)
+//
+// lost_unowned counts messages of a source that keeps nothing (NATS core)
+// that arrived while this worker held no lease: gone. The lag gauges ask
+// the source for its ends at scrape time (bounded by Options.InfoTimeout)
+// and exist only while a term is held; they count the log between this
+// index's checkpoint and the end, the other indexes' messages included.
+package metrics
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"time"
+
+	"github.com/nandi-go/nandi/consumer"
+	"github.com/nandi-go/nandi/internal/hist"
+	"github.com/nandi-go/nandi/partition"
+	"github.com/nandi-go/nandi/transport"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Options configure the collectors. The zero value is usable.
+type Options struct {
+	// Namespace prefixes every name; default "nandi".
+	Namespace string
+	// ConstLabels are added to every metric, for example the pod's name.
+	ConstLabels prometheus.Labels
+	// InfoTimeout bounds the source's Info call that the lag gauges make at
+	// each scrape; default 1s.
+	InfoTimeout time.Duration
+}
+
+func (o Options) withDefaults() Options {
+	if o.Namespace == "" {
+		o.Namespace = "nandi"
+	}
+	if o.InfoTimeout <= 0 {
+		o.InfoTimeout = time.Second
+	}
+	return o
+}
+
+// RegisterLease registers a collector of the lease's figures on reg.
+func RegisterLease(reg prometheus.Registerer, l *partition.Lease, opts Options) error {
+	if reg == nil || l == nil {
+		return errors.New("metrics: registerer and lease are required")
+	}
+	return reg.Register(newLeaseCollector(l.Options().Name, l.Stats, opts.withDefaults()))
+}
+
+// Register registers collectors of the consumer's figures and of its
+// lease's on reg (do not also call RegisterLease for that lease).
+func Register(reg prometheus.Registerer, c *consumer.Consumer, opts Options) error {
+	if reg == nil || c == nil {
+		return errors.New("metrics: registerer and consumer are required")
+	}
+	opts = opts.withDefaults()
+	if err := reg.Register(newLeaseCollector(c.Lease().Options().Name, c.Lease().Stats, opts)); err != nil {
+		return err
+	}
+	return reg.Register(newConsumerCollector(c, opts))
+}
+
+func labels(o Options, group string) prometheus.Labels {
+	l := prometheus.Labels{"group": group}
+	for k, v := range o.ConstLabels {
+		l[k] = v
+	}
+	return l
+}
+
+type leaseCollector struct {
+	stats                                                       func() partition.Stats
+	held, index, replicas, token                                *prometheus.Desc
+	calls, regs, failures, refusals, latency, terms, standDowns *prometheus.Desc
+	heldTime, unheldTime                                        *prometheus.Desc
+}
+
+func newLeaseCollector(group string, stats func() partition.Stats, o Options) *leaseCollector {
+	cl := labels(o, group)
+	d := func(name, help string, vars ...string) *prometheus.Desc {
+		return prometheus.NewDesc(prometheus.BuildFQName(o.Namespace, "lease", name), help, vars, cl)
+	}
+	return &leaseCollector{
+		stats:      stats,
+		held:       d("held", "1 while a term is held, else 0."),
+		index:      d("index", "The index held; -1 when none."),
+		replicas:   d("replicas", "The replicas of the term held; 0 when none."),
+		token:      d("token", "The fencing token of the term held; 0 when none."),
+		calls:      d("calls_total", "Registration calls the store answered."),
+		regs:       d("registrations_total", "Registration calls the group counted."),
+		failures:   d("registration_failures_total", "Registration calls that failed (network, timeout, WAIT not acknowledged)."),
+		refusals:   d("registration_refusals_total", "Registration calls refused because the group runs with other settings."),
+		latency:    d("registration_duration_seconds", "Round trip of every answered registration call."),
+		terms:      d("terms_total", "Terms acquired."),
+		standDowns: d("stand_downs_total", "Terms ended, by reason.", "reason"),
+		heldTime:   d("held_seconds_total", "Time spent holding a term."),
+		unheldTime: d("unheld_seconds_total", "Time spent running without a term (joining, standing down)."),
+	}
+}
+
+func (c *leaseCollector) Describe(ch chan<- *prometheus.Desc) { prometheus.DescribeByCollect(c, ch) }
+
+func (c *leaseCollector) Collect(ch chan<- prometheus.Metric) {
+	s := c.stats()
+	gauge := func(d *prometheus.Desc, v float64) { ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v) }
+	counter := func(d *prometheus.Desc, v float64, lv ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, lv...)
+	}
+	if s.Held {
+		gauge(c.held, 1)
+		gauge(c.index, float64(s.Current.Index))
+		gauge(c.replicas, float64(s.Current.Replicas))
+		gauge(c.token, float64(s.Current.Token))
+	} else {
+		gauge(c.held, 0)
+		gauge(c.index, -1)
+		gauge(c.replicas, 0)
+		gauge(c.token, 0)
+	}
+	counter(c.calls, float64(s.Calls))
+	counter(c.regs, float64(s.Registrations))
+	counter(c.failures, float64(s.Failures))
+	counter(c.refusals, float64(s.Refusals))
+	ch <- histogram(c.latency, s.Latency)
+	counter(c.terms, float64(s.Acquired))
+	for _, r := range partition.LostReasons() {
+		counter(c.standDowns, float64(s.Lost[r]), r)
+	}
+	counter(c.heldTime, s.HeldTime.Seconds())
+	counter(c.unheldTime, s.UnheldTime.Seconds())
+}
+
+func histogram(d *prometheus.Desc, s hist.Snapshot) prometheus.Metric {
+	b := make(map[float64]uint64, len(s.Bounds))
+	for i, le := range s.Bounds {
+		b[le.Seconds()] = s.Buckets[i]
+	}
+	return prometheus.MustNewConstHistogram(d, s.Count, s.Sum.Seconds(), b)
+}
+
+type consumerCollector struct {
+	stats                                        func() consumer.Stats
+	positions                                    func() (partition.Assignment, []transport.Position, bool)
+	info                                         func(context.Context) (transport.Info, error)
+	timeout                                      time.Duration
+	messages, failures, inFlight, drains, writes *prometheus.Desc
+	terms, lagMessages, lagSeconds               *prometheus.Desc
+}
+
+func newConsumerCollector(c *consumer.Consumer, o Options) *consumerCollector {
+	return consumerCollectorOf(c.Lease().Options().Name, c.Stats, c.Positions, c.Source().Info, o)
+}
+
+func consumerCollectorOf(group string, stats func() consumer.Stats, positions func() (partition.Assignment, []transport.Position, bool),
+	info func(context.Context) (transport.Info, error), o Options) *consumerCollector {
+	cl := labels(o, group)
+	d := func(name, help string, vars ...string) *prometheus.Desc {
+		return prometheus.NewDesc(prometheus.BuildFQName(o.Namespace, "consumer", name), help, vars, cl)
+	}
+	return &consumerCollector{
+		stats:       stats,
+		positions:   positions,
+		info:        info,
+		timeout:     o.InfoTimeout,
+		messages:    d("messages_total", "Messages by outcome: handled, not_owned, done_before, dead_lettered, abandoned, lost_unowned.", "outcome"),
+		failures:    d("handler_failures_total", "Failed handler attempts."),
+		inFlight:    d("in_flight", "Handlers running now."),
+		drains:      d("drain_duration_seconds", "Time from stopping intake to the last handler's return, per drain."),
+		writes:      d("checkpoint_writes_total", "Checkpoint writes."),
+		terms:       d("terms_total", "Terms served."),
+		lagMessages: d("lag_messages", "Offsets between the held index's checkpoint and the log's end.", "shard"),
+		lagSeconds:  d("lag_seconds", "Entry time between the held index's checkpoint and the stream's end (Redis Streams).", "shard"),
+	}
+}
+
+func (c *consumerCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.messages, c.failures, c.inFlight, c.drains, c.writes, c.terms, c.lagMessages, c.lagSeconds} {
+		ch <- d
+	}
+}
+
+func (c *consumerCollector) Collect(ch chan<- prometheus.Metric) {
+	s := c.stats()
+	counter := func(d *prometheus.Desc, v int64, lv ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), lv...)
+	}
+	counter(c.messages, s.Handled, "handled")
+	counter(c.messages, s.NotOwned, "not_owned")
+	counter(c.messages, s.DoneBefore, "done_before")
+	counter(c.messages, s.DeadLetters, "dead_lettered")
+	counter(c.messages, s.Abandoned, "abandoned")
+	counter(c.messages, s.Unowned, "lost_unowned")
+	counter(c.failures, s.Failed)
+	ch <- prometheus.MustNewConstMetric(c.inFlight, prometheus.GaugeValue, float64(s.InFlight))
+	ch <- histogram(c.drains, s.Drains)
+	counter(c.writes, s.Checkpoints)
+	counter(c.terms, s.Terms)
+	c.lag(ch)
+}
+
+// lag reports, per shard, how far the held index's checkpoint is behind
+// the log's end.
+func (c *consumerCollector) lag(ch chan<- prometheus.Metric) {
+	_, pos, ok := c.positions()
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+	defer cancel()
+	info, err := c.info(ctx)
+	if err != nil || !info.Log {
+		return
+	}
+	for i, p := range pos {
+		if i >= len(info.Ends) {
+			break
+		}
+		end := info.Ends[i]
+		shard := strconv.Itoa(i)
+		if end.Hi > 0 { // a Redis stream ID: Hi is the entry's time in ms
+			if p.Hi == 0 {
+				continue // nothing read yet: no entry time to compare
+			}
+			lag := 0.0
+			if p.Less(end) && end.Hi > p.Hi {
+				lag = float64(end.Hi-p.Hi) / 1000
+			}
+			ch <- prometheus.MustNewConstMetric(c.lagSeconds, prometheus.GaugeValue, lag, shard)
+			continue
+		}
+		lag := 0.0
+		if p.Less(end) {
+			lag = float64(end.Lo - p.Lo)
+		}
+		ch <- prometheus.MustNewConstMetric(c.lagMessages, prometheus.GaugeValue, lag, shard)
+	}
+}

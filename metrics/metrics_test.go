@@ -1,0 +1,216 @@
+package metrics
+
+import (
+	"context"
+	"errors"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nandi-go/nandi/consumer"
+	"github.com/nandi-go/nandi/internal/hist"
+	"github.com/nandi-go/nandi/internal/redistest"
+	"github.com/nandi-go/nandi/partition"
+	"github.com/nandi-go/nandi/transport"
+	"github.com/nandi-go/nandi/transport/memory"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// sample is one gathered series: its value (a histogram's count), by name
+// and label set ("name{k=v,...}").
+func gather(t *testing.T, reg *prometheus.Registry) map[string]float64 {
+	t.Helper()
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, f := range fams {
+		for _, m := range f.GetMetric() {
+			var ls []string
+			for _, l := range m.GetLabel() {
+				if l.GetName() != "group" && l.GetName() != "pod" {
+					ls = append(ls, l.GetName()+"="+l.GetValue())
+				}
+			}
+			sort.Strings(ls)
+			key := f.GetName()
+			if len(ls) > 0 {
+				key += "{" + strings.Join(ls, ",") + "}"
+			}
+			out[key] = value(f.GetType(), m)
+		}
+	}
+	return out
+}
+
+func value(typ dto.MetricType, m *dto.Metric) float64 {
+	switch typ {
+	case dto.MetricType_COUNTER:
+		return m.GetCounter().GetValue()
+	case dto.MetricType_GAUGE:
+		return m.GetGauge().GetValue()
+	case dto.MetricType_HISTOGRAM:
+		return float64(m.GetHistogram().GetSampleCount())
+	}
+	return math.NaN()
+}
+
+// Every field of the stats lands in its own metric, with its own value.
+func TestEveryFigureHasItsMetric(t *testing.T) {
+	var h hist.H
+	for range 7 {
+		h.Observe(3 * time.Millisecond)
+	}
+	ls := partition.Stats{Held: true, Current: partition.Assignment{Index: 2, Replicas: 5, Token: 77},
+		Calls: 11, Registrations: 12, Failures: 13, Refusals: 14, Acquired: 15,
+		Lost:     map[string]int64{"mapping_changed": 16, "expired": 17, "generation_changed": 18, "stopped": 19},
+		HeldTime: 20 * time.Second, UnheldTime: 21 * time.Second, Latency: h.Snapshot()}
+	var d hist.H
+	d.Observe(time.Second)
+	cs := consumer.Stats{Handled: 31, NotOwned: 32, DoneBefore: 33, Failed: 34, DeadLetters: 35, Abandoned: 36,
+		Unowned: 37, Checkpoints: 38, Terms: 39, InFlight: 40, Drains: d.Snapshot()}
+	pos := func() (partition.Assignment, []transport.Position, bool) {
+		return ls.Current, []transport.Position{transport.Offset(100), {Hi: 5000, Lo: 1}}, true
+	}
+	info := func(context.Context) (transport.Info, error) {
+		return transport.Info{Log: true, Shards: 2, Ends: []transport.Position{transport.Offset(141), {Hi: 9500, Lo: 0}}}, nil
+	}
+	reg := prometheus.NewRegistry()
+	o := Options{}.withDefaults()
+	reg.MustRegister(newLeaseCollector("g", func() partition.Stats { return ls }, o))
+	reg.MustRegister(consumerCollectorOf("g", func() consumer.Stats { return cs }, pos, info, o))
+	want := map[string]float64{
+		"nandi_lease_held": 1, "nandi_lease_index": 2, "nandi_lease_replicas": 5, "nandi_lease_token": 77,
+		"nandi_lease_calls_total": 11, "nandi_lease_registrations_total": 12, "nandi_lease_registration_failures_total": 13,
+		"nandi_lease_registration_refusals_total": 14, "nandi_lease_terms_total": 15,
+		"nandi_lease_stand_downs_total{reason=mapping_changed}": 16, "nandi_lease_stand_downs_total{reason=expired}": 17,
+		"nandi_lease_stand_downs_total{reason=generation_changed}": 18, "nandi_lease_stand_downs_total{reason=stopped}": 19,
+		"nandi_lease_held_seconds_total": 20, "nandi_lease_unheld_seconds_total": 21,
+		"nandi_lease_registration_duration_seconds":      7,
+		"nandi_consumer_messages_total{outcome=handled}": 31, "nandi_consumer_messages_total{outcome=not_owned}": 32,
+		"nandi_consumer_messages_total{outcome=done_before}": 33, "nandi_consumer_handler_failures_total": 34,
+		"nandi_consumer_messages_total{outcome=dead_lettered}": 35, "nandi_consumer_messages_total{outcome=abandoned}": 36,
+		"nandi_consumer_messages_total{outcome=lost_unowned}": 37, "nandi_consumer_checkpoint_writes_total": 38,
+		"nandi_consumer_terms_total": 39, "nandi_consumer_in_flight": 40, "nandi_consumer_drain_duration_seconds": 1,
+		"nandi_consumer_lag_messages{shard=0}": 41, "nandi_consumer_lag_seconds{shard=1}": 4.5,
+	}
+	got := gather(t, reg)
+	for k, v := range want {
+		if g, ok := got[k]; !ok || g != v {
+			t.Errorf("%s = %v (present %v), want %v", k, g, ok, v)
+		}
+	}
+	for k := range got {
+		if _, ok := want[k]; !ok {
+			t.Errorf("unexpected series %s", k)
+		}
+	}
+	ls.Held = false
+	got = gather(t, reg)
+	if got["nandi_lease_held"] != 0 || got["nandi_lease_index"] != -1 || got["nandi_lease_replicas"] != 0 {
+		t.Errorf("not held: held %v index %v replicas %v; want 0, -1, 0", got["nandi_lease_held"], got["nandi_lease_index"], got["nandi_lease_replicas"])
+	}
+}
+
+// In a real group (two workers on a real redis-server, a memory log), the
+// metrics move as the work does.
+func TestMetricsMoveInARealGroup(t *testing.T) {
+	s := redistest.Start(t)
+	log := memory.NewLog(2)
+	name := strings.ReplaceAll(t.Name(), "/", "-")
+	var mu sync.Mutex
+	seen := map[string]bool{}
+	h := func(ctx context.Context, m *transport.Message) error {
+		if m.Key == "13" {
+			return errors.New("always fails")
+		}
+		mu.Lock()
+		seen[m.Key] = true
+		mu.Unlock()
+		return nil
+	}
+	type worker struct {
+		c    *consumer.Consumer
+		reg  *prometheus.Registry
+		stop context.CancelFunc
+		done chan error
+	}
+	start := func() *worker {
+		l, err := partition.New(s.Client(), partition.Options{Name: name, Interval: 200 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := consumer.New(l, log.Source(), h, consumer.Options{Concurrency: 2, MaxAttempts: 1,
+			DeadLetter:         func(context.Context, *transport.Message, error) error { return nil },
+			CheckpointInterval: 50 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := &worker{c: c, reg: prometheus.NewRegistry(), done: make(chan error, 1)}
+		if err := Register(w.reg, c, Options{ConstLabels: prometheus.Labels{"pod": "p"}}); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		w.stop = cancel
+		go func() { w.done <- c.Run(ctx) }()
+		return w
+	}
+	a, b := start(), start()
+	defer b.stop()
+	redistest.WaitFor(t, 10*time.Second, "both workers to hold", func() bool {
+		return gather(t, a.reg)["nandi_lease_held"] == 1 && gather(t, b.reg)["nandi_lease_held"] == 1
+	})
+	for i := range 200 {
+		log.Append(strconv.Itoa(i), nil)
+	}
+	redistest.WaitFor(t, 10*time.Second, "every task handled", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(seen) == 199
+	})
+	time.Sleep(100 * time.Millisecond) // a checkpoint write
+	g := gather(t, a.reg)
+	for _, k := range []string{"nandi_lease_calls_total", "nandi_lease_registrations_total", "nandi_lease_registration_duration_seconds",
+		"nandi_lease_terms_total", "nandi_lease_held_seconds_total", "nandi_lease_unheld_seconds_total",
+		"nandi_consumer_messages_total{outcome=handled}", "nandi_consumer_messages_total{outcome=not_owned}",
+		"nandi_consumer_checkpoint_writes_total", "nandi_consumer_terms_total"} {
+		if g[k] <= 0 {
+			t.Errorf("%s = %v after 200 tasks; want it moved", k, g[k])
+		}
+	}
+	if r := g["nandi_lease_replicas"]; r != 2 {
+		t.Errorf("replicas = %v, want 2", r)
+	}
+	if _, ok := g["nandi_consumer_lag_messages{shard=0}"]; !ok {
+		t.Errorf("no lag for shard 0 while holding a log: %v", g)
+	}
+	dead := gather(t, a.reg)["nandi_consumer_messages_total{outcome=dead_lettered}"] + gather(t, b.reg)["nandi_consumer_messages_total{outcome=dead_lettered}"]
+	failed := gather(t, a.reg)["nandi_consumer_handler_failures_total"] + gather(t, b.reg)["nandi_consumer_handler_failures_total"]
+	if dead != 1 || failed != 1 {
+		t.Errorf("task 13 failed %v times and was dead-lettered %v times; want 1 and 1", failed, dead)
+	}
+	a.stop()
+	if err := <-a.done; err != nil {
+		t.Fatal(err)
+	}
+	g = gather(t, a.reg)
+	if g["nandi_lease_stand_downs_total{reason=stopped}"] != 1 || g["nandi_consumer_drain_duration_seconds"] < 1 || g["nandi_lease_held"] != 0 {
+		t.Errorf("after stopping: stand-downs(stopped) %v, drains %v, held %v; want 1, at least 1, 0",
+			g["nandi_lease_stand_downs_total{reason=stopped}"], g["nandi_consumer_drain_duration_seconds"], g["nandi_lease_held"])
+	}
+	redistest.WaitFor(t, 10*time.Second, "the other worker to take the whole group", func() bool {
+		g := gather(t, b.reg)
+		return g["nandi_lease_replicas"] == 1 && g["nandi_lease_stand_downs_total{reason=mapping_changed}"]+g["nandi_lease_stand_downs_total{reason=expired}"] >= 1
+	})
+	b.stop()
+	<-b.done
+}
