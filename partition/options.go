@@ -110,3 +110,7 @@ func gapPPM(g float64) int64 { return int64(math.Round(g * 1e6)) }
 
 // gapMicros is the gap in microseconds, computed exactly as the script does.
 func gapMicros(intervalUS, ppm int64) int64 { return intervalUS * ppm / 1_000_000 }
+
+// Validate reports whether opts would be accepted by New, with the same
+// error (wrapping ErrInvalidOptions), after filling in the defaults.
+func (o Options) Validate() error { return o.withDefaults().validate() }

@@ -1,0 +1,154 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nandi-go/nandi/consumer"
+	"github.com/nandi-go/nandi/internal/redistest"
+	"github.com/nandi-go/nandi/partition"
+	"github.com/nandi-go/nandi/transport"
+	"github.com/nandi-go/nandi/transport/memory"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func nandi(t *testing.T, ctx context.Context, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code := run(ctx, args, &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+// status, status -json and watch against a real redis-server with a
+// running group of three consumers over a two-shard log.
+func TestStatusAndWatchOfARunningGroup(t *testing.T) {
+	s := redistest.Start(t)
+	const iv = 200 * time.Millisecond
+	log := memory.NewLog(2)
+	for i := range 100 {
+		log.Append(strconv.Itoa(i), nil)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var leases []*partition.Lease
+	done := make(chan error, 3)
+	for range 3 {
+		l, err := partition.New(s.Client(), partition.Options{Name: "mail", Interval: iv})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := consumer.New(l, log.Source(), func(context.Context, *transport.Message) error { return nil },
+			consumer.Options{CheckpointInterval: 20 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		leases = append(leases, l)
+		go func() { done <- c.Run(ctx) }()
+	}
+	defer func() {
+		cancel()
+		for range 3 {
+			<-done
+		}
+	}()
+	redistest.WaitFor(t, 10*time.Second, "the group of 3 to hold", func() bool {
+		for _, l := range leases {
+			if a, ok := l.Current(); !ok || a.Replicas != 3 {
+				return false
+			}
+		}
+		return true
+	})
+	time.Sleep(2 * iv) // checkpoints written
+	url := "redis://" + s.Addr()
+
+	code, out, errOut := nandi(t, ctx, "status", "-redis", url, "-group", "mail", "-json")
+	if code != 0 {
+		t.Fatalf("status -json: exit %d: %s", code, errOut)
+	}
+	var st Status
+	if err := json.Unmarshal([]byte(out), &st); err != nil {
+		t.Fatalf("status -json: %v\n%s", err, out)
+	}
+	if st.Interval != iv || st.Gap != partition.DefaultGap || st.Generation == "" {
+		t.Errorf("settings %v %v generation %q; want %v, %v and a generation", st.Interval, st.Gap, st.Generation, iv, partition.DefaultGap)
+	}
+	closed := 0
+	for _, c := range st.Counts {
+		if c.Closed {
+			closed++
+			if c.Count != 3 {
+				t.Errorf("closed interval %d counted %d; want 3 (the group)", c.Interval, c.Count)
+			}
+		}
+	}
+	if closed == 0 {
+		t.Errorf("no closed interval in %+v", st.Counts)
+	}
+	var cur *EpochStatus
+	for i := range st.Epochs {
+		if st.Epochs[i].Current {
+			cur = &st.Epochs[i]
+		}
+	}
+	if cur == nil || cur.Replicas != 3 || len(cur.Positions) != 6 {
+		t.Fatalf("current epoch %+v; want 3 replicas and 2 shards x 3 indexes of positions", cur)
+	}
+	for k, p := range cur.Positions {
+		if p == "0" {
+			t.Errorf("position %s is still 0 after the log was handled and checkpointed", k)
+		}
+	}
+
+	code, out, errOut = nandi(t, ctx, "status", "-redis", url, "-group", "mail")
+	if code != 0 || !strings.Contains(out, "interval 200ms, gap 0.125") || !strings.Contains(out, "(current)") || !strings.Contains(out, "closed") {
+		t.Errorf("status: exit %d\n%s%s", code, out, errOut)
+	}
+
+	wctx, wcancel := context.WithTimeout(ctx, 5*iv)
+	defer wcancel()
+	code, out, _ = nandi(t, wctx, "watch", "-redis", url, "-group", "mail")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if code != 0 || len(lines) < 4 {
+		t.Fatalf("watch for 5 intervals: exit %d, %d lines; want a header and a line per interval\n%s", code, len(lines), out)
+	}
+	for _, l := range lines[1:] {
+		if f := strings.Fields(l); len(f) < 3 || f[2] != "3" {
+			t.Errorf("watch line %q: want a count of 3", l)
+		}
+	}
+
+	if code, _, errOut := nandi(t, ctx, "status", "-redis", url, "-group", "nosuch"); code != 1 || !strings.Contains(errOut, "no group") {
+		t.Errorf("status of a missing group: exit %d, %q; want 1 and a message saying so", code, errOut)
+	}
+}
+
+func TestPlan(t *testing.T) {
+	ctx := context.Background()
+	code, out, _ := nandi(t, ctx, "plan", "-interval", "5s", "-gap", "0.125", "-rtt", "2ms", "-workers", "200")
+	if code != 0 || !strings.Contains(out, "verdict: OK") || !strings.Contains(out, "17.1875ms") {
+		t.Errorf("a comfortable plan: exit %d\n%s", code, out)
+	}
+	code, out, _ = nandi(t, ctx, "plan", "-interval", "1s", "-gap", "0.05", "-rtt", "40ms", "-jitter", "20ms", "-workers", "20")
+	if code != 1 || !strings.Contains(out, "verdict: FAIL") || !strings.Contains(out, "not inside the gap") {
+		t.Errorf("a gap narrower than the round trip: exit %d\n%s", code, out)
+	}
+	code, out, _ = nandi(t, ctx, "plan", "-interval", "5s", "-gap", "0.125", "-rtt", "1ms", "-jitter", "30ms", "-workers", "1000")
+	if code != 0 || !strings.Contains(out, "verdict: WARN") || !strings.Contains(out, "swap") {
+		t.Errorf("jitter wider than the spacing: exit %d\n%s", code, out)
+	}
+	if code, _, errOut := nandi(t, ctx, "plan", "-gap", "0.5"); code != 1 || !strings.Contains(errOut, "Gap") {
+		t.Errorf("an invalid gap: exit %d, %q; want 1 and the option's error", code, errOut)
+	}
+	s := redistest.Start(t)
+	code, out, errOut := nandi(t, ctx, "plan", "-redis", "redis://"+s.Addr(), "-workers", "50")
+	if code != 0 || !strings.Contains(out, "round trip") || strings.Contains(out, "round trip 1ms, jitter 0s") {
+		t.Errorf("plan measuring a local Redis: exit %d\n%s%s", code, out, errOut)
+	}
+}

@@ -1,0 +1,130 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"slices"
+	"text/tabwriter"
+	"time"
+
+	"github.com/nandi-go/nandi/partition"
+)
+
+// Plan is what a group's settings cost and whether the network fits.
+type Plan struct {
+	Interval, Gap  time.Duration // Gap as a duration
+	Workers        int
+	RTT, Jitter    time.Duration
+	FirstLease     [2]time.Duration // a new worker's first lease, from..to
+	StandDown      time.Duration    // the whole group, per change of membership
+	Assigned       [2]time.Duration // every index held again after a change
+	CrashUnowned   time.Duration    // a crashed worker's share
+	Spacing        time.Duration    // between neighbouring registrations
+	CallsPerSecond float64          // on the group's Redis node
+	Verdict        string           // OK, WARN or FAIL
+	Findings       []string
+}
+
+// plan computes a Plan; the figures are the ones the README gives, measured
+// by the integration tests.
+func plan(iv time.Duration, gap float64, workers int, rtt, jitter time.Duration) Plan {
+	g := time.Duration(float64(iv) * gap)
+	p := Plan{Interval: iv, Gap: g, Workers: workers, RTT: rtt, Jitter: jitter,
+		FirstLease: [2]time.Duration{2 * iv, 3 * iv}, StandDown: iv,
+		Assigned:       [2]time.Duration{iv * 24 / 10, iv * 32 / 10},
+		CrashUnowned:   2 * iv,
+		Spacing:        time.Duration(float64(iv) * (1 - 2.5*gap) / float64(max(workers, 1))),
+		CallsPerSecond: 1.2 * float64(workers) / iv.Seconds(),
+		Verdict:        "OK"}
+	worse := func(v, why string) {
+		p.Findings = append(p.Findings, v+": "+why)
+		if v == "FAIL" || p.Verdict == "OK" {
+			p.Verdict = v
+		}
+	}
+	late := rtt + jitter
+	switch {
+	case late >= g:
+		worse("FAIL", fmt.Sprintf("round trip + jitter (%v) is not inside the gap (%v): every renewal comes after its deadline and the group stands down every interval; widen the gap or lengthen the interval to at least %v", late, g, time.Duration(float64(4*late)/gap)))
+	case late > g/4:
+		worse("WARN", fmt.Sprintf("round trip + jitter (%v) uses more than a quarter of the gap (%v): a GC pause or a slow moment on top of it makes a worker stand down; aim for a gap of at least 4x (%v)", late, g, 4*late))
+	}
+	switch {
+	case p.Spacing <= 0:
+		worse("FAIL", "no room between registrations")
+	case jitter > p.Spacing:
+		worse("WARN", fmt.Sprintf("jitter (%v) exceeds the spacing of registrations (%v): neighbours swap order often, each swap costs them an interval (never safety); use a longer interval or fewer workers per group", jitter, p.Spacing))
+	case jitter > p.Spacing/2:
+		worse("WARN", fmt.Sprintf("jitter (%v) is more than half the spacing of registrations (%v): neighbours will sometimes swap order and stand down for an interval", jitter, p.Spacing))
+	}
+	if p.CallsPerSecond > 20000 {
+		worse("WARN", fmt.Sprintf("%.0f script calls a second on one Redis node (the group's keys share a slot): lengthen the interval or split the fleet into groups", p.CallsPerSecond))
+	}
+	return p
+}
+
+func printPlan(w io.Writer, p Plan) {
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "settings\tinterval %v, gap %v, %d workers\n", p.Interval, p.Gap, p.Workers)
+	fmt.Fprintf(tw, "network\tround trip %v, jitter %v\n", p.RTT, p.Jitter)
+	fmt.Fprintf(tw, "first lease of a new worker\t%v to %v\n", p.FirstLease[0], p.FirstLease[1])
+	fmt.Fprintf(tw, "stand-down per change of membership\tabout %v (the whole group)\n", p.StandDown)
+	fmt.Fprintf(tw, "every index held again after a change\t%v to %v\n", p.Assigned[0], p.Assigned[1])
+	fmt.Fprintf(tw, "a crashed worker's share unowned\tabout %v\n", p.CrashUnowned)
+	fmt.Fprintf(tw, "spacing of registrations\t%v\n", p.Spacing)
+	fmt.Fprintf(tw, "script calls on the group's Redis node\t%.1f/s\n", p.CallsPerSecond)
+	tw.Flush()
+	fmt.Fprintf(w, "\nverdict: %s\n", p.Verdict)
+	for _, f := range p.Findings {
+		fmt.Fprintln(w, "  "+f)
+	}
+}
+
+func cmdPlan(ctx context.Context, args []string, out, errOut io.Writer) int {
+	fs := flag.NewFlagSet("plan", flag.ContinueOnError)
+	fs.SetOutput(errOut)
+	iv := fs.Duration("interval", partition.DefaultInterval, "partition.Options.Interval")
+	gap := fs.Float64("gap", partition.DefaultGap, "partition.Options.Gap")
+	workers := fs.Int("workers", 10, "workers in the group")
+	rtt := fs.Duration("rtt", time.Millisecond, "round trip to the group's Redis (measured with -redis)")
+	jitter := fs.Duration("jitter", 0, "how much later than usual a round trip can be (p99 - p50; measured with -redis)")
+	url := fs.String("redis", "", "measure rtt and jitter against this Redis (100 PINGs) instead of taking them from the flags")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if err := (partition.Options{Name: "plan", Interval: *iv, Gap: *gap}).Validate(); err != nil {
+		fmt.Fprintln(errOut, "nandi plan: FAIL:", err)
+		return 1
+	}
+	if *workers < 1 {
+		fmt.Fprintln(errOut, "nandi plan: -workers must be at least 1")
+		return 2
+	}
+	if *url != "" {
+		c, err := connect(*url)
+		if err != nil {
+			fmt.Fprintln(errOut, "nandi plan:", err)
+			return 2
+		}
+		defer c.Close()
+		var rtts []time.Duration
+		for range 100 {
+			start := time.Now()
+			if err := c.Ping(ctx).Err(); err != nil {
+				fmt.Fprintln(errOut, "nandi plan: measuring the round trip:", err)
+				return 1
+			}
+			rtts = append(rtts, time.Since(start))
+		}
+		slices.Sort(rtts)
+		*rtt, *jitter = rtts[50], rtts[98]-rtts[50]
+	}
+	p := plan(*iv, *gap, *workers, *rtt, *jitter)
+	printPlan(out, p)
+	if p.Verdict == "FAIL" {
+		return 1
+	}
+	return 0
+}

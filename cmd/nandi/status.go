@@ -1,0 +1,279 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/nandi-go/nandi/internal/ledger"
+	"github.com/nandi-go/nandi/partition"
+	"github.com/redis/go-redis/v9"
+)
+
+// Status is what status prints (and -json encodes).
+type Status struct {
+	Group      string        `json:"group"`
+	Interval   time.Duration `json:"interval_ns"`
+	Gap        float64       `json:"gap"`
+	ServerTime time.Time     `json:"server_time"` // clamped as the script clamps it
+	Current    int64         `json:"current_interval"`
+	Offset     time.Duration `json:"offset_ns"` // of ServerTime in Current
+	Generation string        `json:"generation"`
+	Counts     []Count       `json:"counts"` // newest first
+	Epochs     []EpochStatus `json:"epochs,omitempty"`
+}
+
+// Count is one interval's registrations.
+type Count struct {
+	Interval int64 `json:"interval"`
+	Count    int   `json:"count"`
+	Closed   bool  `json:"closed"`
+}
+
+// EpochStatus is one checkpoint epoch.
+type EpochStatus struct {
+	N         int64             `json:"n"`
+	Replicas  int               `json:"replicas"`
+	Token     int64             `json:"token"`
+	Current   bool              `json:"current"`
+	Positions map[string]string `json:"positions"` // "shard/index" -> position
+}
+
+func connect(url string) (*redis.Client, error) {
+	if url == "" {
+		return nil, errors.New("-redis is required, for example -redis redis://localhost:6379/0")
+	}
+	o, err := redis.ParseURL(url)
+	if err != nil {
+		return nil, fmt.Errorf("-redis %q: %w", url, err)
+	}
+	return redis.NewClient(o), nil
+}
+
+var (
+	runID  = regexp.MustCompile(`run_id:(\w+)`)
+	replID = regexp.MustCompile(`master_replid:(\w+)`)
+)
+
+// readStatus reads the group's hash, the server's clock and INFO, and the
+// ledger, as the script and the consumer would see them.
+func readStatus(ctx context.Context, c *redis.Client, group string) (*Status, error) {
+	all, err := c.HGetAll(ctx, partition.Key(group)).Result()
+	if err != nil {
+		return nil, err
+	}
+	if len(all) == 0 {
+		return nil, fmt.Errorf("no group %q at %s: its key %s does not exist (no worker has registered in the last 10 intervals, or another database)", group, c.Options().Addr, partition.Key(group))
+	}
+	iv, err1 := strconv.ParseInt(all["interval_us"], 10, 64)
+	ppm, err2 := strconv.ParseInt(all["gap_ppm"], 10, 64)
+	if err := errors.Join(err1, err2); err != nil || iv <= 0 {
+		return nil, fmt.Errorf("group %q: unreadable settings in %s: %v", group, partition.Key(group), all)
+	}
+	now, err := c.Time(ctx).Result()
+	if err != nil {
+		return nil, err
+	}
+	T := now.UnixMicro()
+	if tmax, err := strconv.ParseInt(all["tmax_us"], 10, 64); err == nil && tmax > T {
+		T = tmax
+	}
+	s := &Status{Group: group, Interval: time.Duration(iv) * time.Microsecond, Gap: float64(ppm) / 1e6,
+		ServerTime: time.UnixMicro(T).UTC(), Current: T / iv, Offset: time.Duration(T%iv) * time.Microsecond}
+	s.Generation = all["nonce"]
+	if info, err := c.Info(ctx, "server").Result(); err == nil {
+		if m := runID.FindStringSubmatch(info); m != nil {
+			s.Generation += ":" + m[1]
+		}
+	}
+	if info, err := c.Info(ctx, "replication").Result(); err == nil {
+		if m := replID.FindStringSubmatch(info); m != nil {
+			s.Generation += ":" + m[1]
+		}
+	}
+	for f, v := range all {
+		if n, ok := strings.CutPrefix(f, "c:"); ok {
+			m, err1 := strconv.ParseInt(n, 10, 64)
+			k, err2 := strconv.Atoi(v)
+			if err1 == nil && err2 == nil {
+				s.Counts = append(s.Counts, Count{Interval: m, Count: k, Closed: m < s.Current})
+			}
+		}
+	}
+	sort.Slice(s.Counts, func(i, j int) bool { return s.Counts[i].Interval > s.Counts[j].Interval })
+	st, err := ledger.New(c, group).Read(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range st.History {
+		es := EpochStatus{N: e.N, Replicas: e.R, Token: e.Token, Current: st.Current != nil && e.N == st.Current.N, Positions: map[string]string{}}
+		for sh := range e.Start {
+			for k := range e.R {
+				es.Positions[fmt.Sprintf("%d/%d", sh, k)] = e.At(sh, k).String()
+			}
+		}
+		s.Epochs = append(s.Epochs, es)
+	}
+	return s, nil
+}
+
+func printStatus(w io.Writer, s *Status) {
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "group\t%s\n", s.Group)
+	fmt.Fprintf(tw, "settings\tinterval %v, gap %g (%v)\n", s.Interval, s.Gap, time.Duration(float64(s.Interval)*s.Gap))
+	fmt.Fprintf(tw, "server time\t%s, interval %d at %v\n", s.ServerTime.Format(time.RFC3339Nano), s.Current, s.Offset)
+	fmt.Fprintf(tw, "generation\t%s\n", s.Generation)
+	tw.Flush()
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "INTERVAL\tREGISTERED\tSTATE")
+	for _, c := range s.Counts {
+		state := "open"
+		if c.Closed {
+			state = "closed"
+		}
+		fmt.Fprintf(tw, "%d\t%d\t%s\n", c.Interval, c.Count, state)
+	}
+	tw.Flush()
+	if len(s.Epochs) == 0 {
+		fmt.Fprintln(w, "\nno checkpoints (the group reads no log, or has not started)")
+		return
+	}
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "EPOCH\tREPLICAS\tTOKEN\tSHARD/INDEX\tPOSITION")
+	for _, e := range s.Epochs {
+		keys := make([]string, 0, len(e.Positions))
+		for k := range e.Positions {
+			keys = append(keys, k)
+		}
+		sort.Slice(keys, func(i, j int) bool {
+			var a1, b1, a2, b2 int
+			fmt.Sscanf(keys[i], "%d/%d", &a1, &b1)
+			fmt.Sscanf(keys[j], "%d/%d", &a2, &b2)
+			return a1 < a2 || a1 == a2 && b1 < b2
+		})
+		mark := ""
+		if e.Current {
+			mark = " (current)"
+		}
+		for i, k := range keys {
+			if i == 0 {
+				fmt.Fprintf(tw, "%d%s\t%d\t%d\t%s\t%s\n", e.N, mark, e.Replicas, e.Token, k, e.Positions[k])
+			} else {
+				fmt.Fprintf(tw, "\t\t\t%s\t%s\n", k, e.Positions[k])
+			}
+		}
+	}
+	tw.Flush()
+}
+
+func groupFlags(name string, args []string, errOut io.Writer) (*flag.FlagSet, *string, *string, *bool, error) {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(errOut)
+	url := fs.String("redis", "", "the group's Redis, as a URL (redis://host:port/db)")
+	group := fs.String("group", "", "the group's name (partition.Options.Name)")
+	asJSON := fs.Bool("json", false, "print JSON instead of a table")
+	if err := fs.Parse(args); err != nil {
+		return nil, nil, nil, nil, err
+	}
+	if *group == "" {
+		return nil, nil, nil, nil, errors.New("-group is required")
+	}
+	return fs, url, group, asJSON, nil
+}
+
+func cmdStatus(ctx context.Context, args []string, out, errOut io.Writer) int {
+	_, url, group, asJSON, err := groupFlags("status", args, errOut)
+	if err != nil {
+		fmt.Fprintln(errOut, "nandi status:", err)
+		return 2
+	}
+	c, err := connect(*url)
+	if err != nil {
+		fmt.Fprintln(errOut, "nandi status:", err)
+		return 2
+	}
+	defer c.Close()
+	s, err := readStatus(ctx, c, *group)
+	if err != nil {
+		fmt.Fprintln(errOut, "nandi status:", err)
+		return 1
+	}
+	if *asJSON {
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(s)
+		return 0
+	}
+	printStatus(out, s)
+	return 0
+}
+
+// cmdWatch prints one line per interval, just after it closes: its count,
+// the one before, and the current epoch.
+func cmdWatch(ctx context.Context, args []string, out, errOut io.Writer) int {
+	_, url, group, _, err := groupFlags("watch", args, errOut)
+	if err != nil {
+		fmt.Fprintln(errOut, "nandi watch:", err)
+		return 2
+	}
+	c, err := connect(*url)
+	if err != nil {
+		fmt.Fprintln(errOut, "nandi watch:", err)
+		return 2
+	}
+	defer c.Close()
+	fmt.Fprintln(out, "TIME                      INTERVAL   COUNT  PREV  GENERATION          EPOCH")
+	var last int64
+	for {
+		s, err := readStatus(ctx, c, *group)
+		if ctx.Err() != nil {
+			return 0
+		}
+		wait := time.Second
+		if err != nil {
+			fmt.Fprintln(out, time.Now().UTC().Format("2006-01-02T15:04:05.000Z"), " ", err)
+		} else {
+			if s.Current != last {
+				last = s.Current
+				var cnt, prev int
+				for _, k := range s.Counts {
+					switch k.Interval {
+					case s.Current - 1:
+						cnt = k.Count
+					case s.Current - 2:
+						prev = k.Count
+					}
+				}
+				epoch := "-"
+				for _, e := range s.Epochs {
+					if e.Current {
+						epoch = fmt.Sprintf("%d (%d replicas)", e.N, e.Replicas)
+					}
+				}
+				gen := s.Generation
+				if len(gen) > 18 {
+					gen = gen[:18]
+				}
+				fmt.Fprintf(out, "%-24s  %-9d  %5d  %4d  %-18s  %s\n", s.ServerTime.Format("2006-01-02T15:04:05.000Z"), s.Current-1, cnt, prev, gen, epoch)
+			}
+			// Just after the next interval begins, past its gap.
+			wait = s.Interval - s.Offset + time.Duration(float64(s.Interval)*s.Gap)
+		}
+		select {
+		case <-ctx.Done():
+			return 0
+		case <-time.After(wait):
+		}
+	}
+}

@@ -1,0 +1,75 @@
+// Package health reports a worker's lease to an orchestrator: an
+// http.Handler for readiness (or liveness) probes.
+//
+//	mux.Handle("/ready", health.Handler(lease, health.Registering))
+//
+// Choose the mode by what the probe does with the answer. A Kubernetes
+// readiness probe that takes a pod out of a Service should usually use
+// Registering: a worker that is joining or standing down is healthy, and
+// taking it out of rotation helps nobody. Holding suits a dashboard or a
+// probe that must know whether this worker does work right now; do not use
+// it for a liveness probe, or every rebalance restarts the fleet.
+package health
+
+import (
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/nandi-go/nandi/partition"
+)
+
+// Mode chooses when a worker reports ready.
+type Mode int
+
+const (
+	// Holding: ready only while a term is held.
+	Holding Mode = iota
+	// Registering: ready while the lease runs and the store answered its
+	// registrations within the last two intervals, held or not.
+	Registering
+)
+
+// Handler answers 200 when the lease is ready in mode, else 503, with a
+// one-line text body that says why (for example "holding 2 of 5, token
+// 5987429863" or "not ready: registrations failing since 3.2s").
+func Handler(l *partition.Lease, mode Mode) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		ok, why := Check(l, mode)
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Header().Set("Cache-Control", "no-store")
+		if !ok {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprintln(w, "not ready: "+why)
+			return
+		}
+		fmt.Fprintln(w, why)
+	})
+}
+
+// Check reports whether the lease is ready in mode, and why.
+func Check(l *partition.Lease, mode Mode) (bool, string) {
+	s := l.Stats()
+	holding := ""
+	if s.Held {
+		holding = fmt.Sprintf("holding %d of %d, token %d", s.Current.Index, s.Current.Replicas, s.Current.Token)
+	}
+	switch {
+	case !s.Running:
+		return false, "the lease is not running"
+	case mode == Holding && !s.Held:
+		return false, "holding nothing (joining or standing down)"
+	case mode == Holding:
+		return true, holding
+	}
+	stale := 2 * l.Options().Interval
+	switch {
+	case s.LastAnswer.IsZero():
+		return false, "no registration answered yet"
+	case time.Since(s.LastAnswer) > stale:
+		return false, fmt.Sprintf("no registration answered for %v (failing: %v)", time.Since(s.LastAnswer).Round(time.Millisecond), s.Failing)
+	case s.Held:
+		return true, holding
+	}
+	return true, "registering, holding nothing (joining or standing down)"
+}
