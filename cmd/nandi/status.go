@@ -177,39 +177,41 @@ func printStatus(w io.Writer, s *Status) {
 	tw.Flush()
 }
 
-func groupFlags(name string, args []string, errOut io.Writer) (*flag.FlagSet, *string, *string, *bool, error) {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+// groupArgs parses -redis, -group and -json and connects; on failure it
+// has printed why and returns the exit code.
+func groupArgs(cmd string, args []string, errOut io.Writer) (c *redis.Client, group string, asJSON bool, code int) {
+	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
 	fs.SetOutput(errOut)
 	url := fs.String("redis", "", "the group's Redis, as a URL (redis://host:port/db)")
-	group := fs.String("group", "", "the group's name (partition.Options.Name)")
-	asJSON := fs.Bool("json", false, "print JSON instead of a table")
+	g := fs.String("group", "", "the group's name (partition.Options.Name)")
+	j := fs.Bool("json", false, "print JSON instead of a table")
 	if err := fs.Parse(args); err != nil {
-		return nil, nil, nil, nil, err
+		return nil, "", false, 2
 	}
-	if *group == "" {
-		return nil, nil, nil, nil, errors.New("-group is required")
-	}
-	return fs, url, group, asJSON, nil
-}
-
-func cmdStatus(ctx context.Context, args []string, out, errOut io.Writer) int {
-	_, url, group, asJSON, err := groupFlags("status", args, errOut)
-	if err != nil {
-		fmt.Fprintln(errOut, "nandi status:", err)
-		return 2
+	if *g == "" {
+		fmt.Fprintf(errOut, "nandi %s: -group is required\n", cmd)
+		return nil, "", false, 2
 	}
 	c, err := connect(*url)
 	if err != nil {
-		fmt.Fprintln(errOut, "nandi status:", err)
-		return 2
+		fmt.Fprintf(errOut, "nandi %s: %v\n", cmd, err)
+		return nil, "", false, 2
+	}
+	return c, *g, *j, 0
+}
+
+func cmdStatus(ctx context.Context, args []string, out, errOut io.Writer) int {
+	c, group, asJSON, code := groupArgs("status", args, errOut)
+	if c == nil {
+		return code
 	}
 	defer c.Close()
-	s, err := readStatus(ctx, c, *group)
+	s, err := readStatus(ctx, c, group)
 	if err != nil {
 		fmt.Fprintln(errOut, "nandi status:", err)
 		return 1
 	}
-	if *asJSON {
+	if asJSON {
 		enc := json.NewEncoder(out)
 		enc.SetIndent("", "  ")
 		_ = enc.Encode(s)
@@ -222,21 +224,15 @@ func cmdStatus(ctx context.Context, args []string, out, errOut io.Writer) int {
 // cmdWatch prints one line per interval, just after it closes: its count,
 // the one before, and the current epoch.
 func cmdWatch(ctx context.Context, args []string, out, errOut io.Writer) int {
-	_, url, group, _, err := groupFlags("watch", args, errOut)
-	if err != nil {
-		fmt.Fprintln(errOut, "nandi watch:", err)
-		return 2
-	}
-	c, err := connect(*url)
-	if err != nil {
-		fmt.Fprintln(errOut, "nandi watch:", err)
-		return 2
+	c, group, _, code := groupArgs("watch", args, errOut)
+	if c == nil {
+		return code
 	}
 	defer c.Close()
 	fmt.Fprintln(out, "TIME                      INTERVAL   COUNT  PREV  GENERATION          EPOCH")
 	var last int64
 	for {
-		s, err := readStatus(ctx, c, *group)
+		s, err := readStatus(ctx, c, group)
 		if ctx.Err() != nil {
 			return 0
 		}
