@@ -2,12 +2,15 @@ package partition
 
 import (
 	"context"
+	"log/slog"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/nandi-go/nandi/internal/redistest"
+	"github.com/redis/go-redis/v9"
 )
 
 // scriptStore returns a store for group name on a real redis-server.
@@ -143,5 +146,66 @@ func TestScriptTouchesOnlyItsDeclaredKey(t *testing.T) {
 	}
 	if keys := v.([]any); len(keys) != 1 || keys[0] != Key("one") {
 		t.Errorf("keys after 4 registrations: %v; want only %s", keys, Key("one"))
+	}
+}
+
+// logRecords is a slog.Handler that keeps every record.
+type logRecords struct {
+	mu  sync.Mutex
+	all []slog.Record
+}
+
+func (h *logRecords) Enabled(context.Context, slog.Level) bool { return true }
+func (h *logRecords) Handle(_ context.Context, r slog.Record) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.all = append(h.all, r)
+	return nil
+}
+func (h *logRecords) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *logRecords) WithGroup(string) slog.Handler      { return h }
+
+func (h *logRecords) count(level slog.Level, msg string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	for _, r := range h.all {
+		if r.Level == level && r.Message == msg {
+			n++
+		}
+	}
+	return n
+}
+
+// State changes are logged at Info with constant messages, trouble at
+// Warn once per spell (not once per retry), and nothing without a Logger.
+func TestLogsStateChangesAndTrouble(t *testing.T) {
+	s := redistest.Start(t)
+	rec := &logRecords{}
+	l, err := New(s.Client(), Options{Name: "logs", Interval: 100 * time.Millisecond, Logger: slog.New(rec)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- l.Run(ctx) }()
+	if _, err := l.Next(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	<-done
+	if rec.count(slog.LevelInfo, "lease acquired") != 1 || rec.count(slog.LevelInfo, "lease lost") != 1 {
+		t.Errorf("records %v; want one \"lease acquired\" and one \"lease lost\" at Info", rec.all)
+	}
+
+	bad := &logRecords{}
+	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1})
+	defer c.Close()
+	l, _ = New(c, Options{Name: "logs", Interval: 100 * time.Millisecond, Logger: slog.New(bad)})
+	ctx, cancel = context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	_ = l.Run(ctx)
+	if n := bad.count(slog.LevelWarn, "registration failing"); n != 1 || l.Stats().Failures < 5 {
+		t.Errorf("%d \"registration failing\" warnings over %d failed calls; want exactly one for the spell", n, l.Stats().Failures)
 	}
 }
