@@ -154,11 +154,11 @@ func TestCheckerSeesWhatItMust(t *testing.T) {
 	}
 }
 
-// settled reports the moment from which, up to until, every index of n is
-// held (by holdings of a share of n) without a break: the end of the last
-// moment in [at, until) when the group of n was not whole. It is at when
-// the group never broke; false when it was not whole at until.
-func (h *history) settled(at, until int64, n int) (int64, bool) {
+// settled reports the first moment in [at, until) from which every index
+// of n is held (by holdings of a share of n) without a break for at least
+// hold: the group has re-formed. It is at when the fault never broke it;
+// false when no such stretch began before until.
+func (h *history) settled(at, until int64, n int, hold int64) (int64, bool) {
 	times := []int64{at, until}
 	for _, hd := range h.holds {
 		for _, x := range []int64{hd.start, hd.end} {
@@ -177,32 +177,41 @@ func (h *history) settled(at, until int64, n int) (int64, bool) {
 		}
 		return len(idx) == n
 	}
-	from := at
+	from := int64(-1)
 	for i := 0; i+1 < len(times); i++ {
-		if a, b := times[i], times[i+1]; b > a && !whole(a+(b-a)/2) {
-			from = b
+		a, b := times[i], times[i+1]
+		if b == a {
+			continue
+		}
+		if !whole(a + (b-a)/2) {
+			from = -1
+			continue
+		}
+		if from < 0 {
+			from = a
+		}
+		if b-from >= hold {
+			return from, true
 		}
 	}
-	if from >= until {
-		return 0, false
-	}
-	return from, true
+	return 0, false
 }
 
-func TestSettledFindsTheEndOfTheLastBreak(t *testing.T) {
+func TestSettledFindsTheFirstWholeStretch(t *testing.T) {
 	h := &history{holds: []holding{
-		{worker: 1, index: 0, replicas: 2, start: 0, end: 30},
+		{worker: 1, index: 0, replicas: 2, start: 0, end: 40},
 		{worker: 2, index: 1, replicas: 2, start: 0, end: 10},
 		{worker: 2, index: 1, replicas: 2, start: 15, end: 30},
+		{worker: 2, index: 1, replicas: 2, start: 32, end: 40},
 		{worker: 3, index: 0, replicas: 3, start: 12, end: 14}, // another count fills nothing
 	}}
-	if at, ok := h.settled(5, 30, 2); !ok || at != 15 {
-		t.Errorf("settled(5, 30) = %d, %v; want 15 (the end of the break 10..15)", at, ok)
+	if at, ok := h.settled(5, 40, 2, 10); !ok || at != 15 {
+		t.Errorf("settled(5, 40, hold 10) = %d, %v; want 15 (whole 15..30 after the break 10..15)", at, ok)
 	}
-	if at, ok := h.settled(16, 30, 2); !ok || at != 16 {
-		t.Errorf("settled(16, 30) = %d, %v; want 16 (no break after 16)", at, ok)
+	if at, ok := h.settled(0, 40, 2, 5); !ok || at != 0 {
+		t.Errorf("settled(0, 40, hold 5) = %d, %v; want 0 (whole 0..10)", at, ok)
 	}
-	if _, ok := h.settled(5, 12, 2); ok {
-		t.Error("settled(5, 12) reports whole; index 1 is not held at 12")
+	if _, ok := h.settled(5, 40, 2, 20); ok {
+		t.Error("settled(hold 20) reports a stretch; the longest is 15")
 	}
 }
