@@ -237,7 +237,7 @@ func TestChurnBySIGTERMIsExactlyOnce(t *testing.T) {
 	for range 5 {
 		f.start()
 	}
-	time.Sleep(2 * time.Second)
+	time.Sleep(13 * f.interval) // the bound, two intervals whole, and one for the records
 	h, _ := readHistory(f.dir)
 	f.reform(h, grew, 8, 10*f.interval, "growing from 3 to 8")
 	for _, id := range []int{1, 2, 3, 4, 5, 6} {
@@ -613,7 +613,7 @@ func TestClusterSlotMigrationAndFailover(t *testing.T) {
 			}
 			migrated := mono()
 			cl.MigrateSlot(key, from, to)
-			time.Sleep(10 * f.interval)
+			time.Sleep(13 * f.interval) // the bound, two intervals whole, and one for the records
 			h, _ := readHistory(f.dir)
 			f.reformed(h, migrated, 3, "the slot migration")
 			f.reform(h, migrated, 3, 10*f.interval, "the slot migration")
@@ -628,7 +628,7 @@ func TestClusterSlotMigrationAndFailover(t *testing.T) {
 				cl.AddReplica(replica)
 				failed = mono()
 			}
-			time.Sleep(2*time.Second + 10*f.interval)
+			time.Sleep(2*time.Second + 13*f.interval)
 			h, _ = readHistory(f.dir)
 			f.reformed(h, failed, 3, "the failover")
 			// go-redis learns the new master on its next reload; the
