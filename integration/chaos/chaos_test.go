@@ -240,10 +240,11 @@ func TestChurnBySIGTERMIsExactlyOnce(t *testing.T) {
 	time.Sleep(13 * f.interval) // the bound, two intervals whole, and one for the records
 	h, _ := readHistory(f.dir)
 	f.reform(h, grew, 8, 10*f.interval, "growing from 3 to 8")
+	var shrank int64
 	for _, id := range []int{1, 2, 3, 4, 5, 6} {
-		f.term(id) // one after the other: each waits for the exit
+		shrank = mono() // the last of six SIGTERMs is the change measured
+		f.term(id)      // one after the other: each waits for the exit
 	}
-	shrank := mono() // the last of six changes
 	<-produced
 	h = f.finish(ids, each, true)
 	f.reform(h, shrank, 2, 10*f.interval, "shrinking from 8 to 2 (from the last SIGTERM)")
