@@ -38,6 +38,25 @@ type fleet struct {
 	cluster        *redistest.Cluster // set: the workers use it, with no proxies
 	store          redis.UniversalClient
 	stopAt         int64 // mono: when finish began stopping the workers
+	faultAt        int64 // mono: the last fault, from mark
+}
+
+// mark records a fault's moment (mono) and returns it: finish lets the
+// group run long enough after it to show that it re-formed.
+func (f *fleet) mark() int64 {
+	f.faultAt = mono()
+	return f.faultAt
+}
+
+// afterFault waits until the re-form bound (10 intervals), two whole
+// intervals and one for the records have passed since the last mark.
+func (f *fleet) afterFault() {
+	if f.faultAt == 0 {
+		return
+	}
+	if d := time.Duration(f.faultAt + int64(13*f.interval) - mono()); d > 0 {
+		time.Sleep(d)
+	}
 }
 
 type proc struct {
@@ -176,6 +195,7 @@ func (f *fleet) effects(total int) map[string]int {
 // verifies.
 func (f *fleet) finish(ids, each int, exact bool) *history {
 	got := f.effects(ids * each)
+	f.afterFault()
 	f.stopAt = mono()
 	for id := range f.procs {
 		f.term(id)
@@ -233,7 +253,7 @@ func TestChurnBySIGTERMIsExactlyOnce(t *testing.T) {
 	}
 	produced := f.produce(ids, each, 5*time.Second)
 	time.Sleep(1500 * time.Millisecond)
-	grew := mono()
+	grew := f.mark()
 	for range 5 {
 		f.start()
 	}
@@ -242,7 +262,7 @@ func TestChurnBySIGTERMIsExactlyOnce(t *testing.T) {
 	f.reform(h, grew, 8, 10*f.interval, "growing from 3 to 8")
 	var shrank int64
 	for _, id := range []int{1, 2, 3, 4, 5, 6} {
-		shrank = mono() // the last of six SIGTERMs is the change measured
+		shrank = f.mark() // the last of six SIGTERMs is the change measured
 		f.term(id)      // one after the other: each waits for the exit
 	}
 	<-produced
@@ -260,7 +280,7 @@ func TestKill9RepeatsOnlyTheKilledWorkersWork(t *testing.T) {
 	}
 	produced := f.produce(ids, each, 3*time.Second)
 	time.Sleep(2 * time.Second)
-	killed := mono()
+	killed := f.mark()
 	f.kill(2)
 	f.start()
 	<-produced
@@ -300,7 +320,7 @@ func TestPauseLongerThanALease(t *testing.T) {
 			f.signal(2, syscall.SIGSTOP)
 			time.Sleep(time.Duration(p * float64(f.interval)))
 			f.signal(2, syscall.SIGCONT)
-			resumed := mono()
+			resumed := f.mark()
 			<-produced
 			h := f.finish(ids, each, false)
 			f.reform(h, resumed, 3, 10*f.interval, "SIGCONT")
@@ -321,7 +341,7 @@ func TestStoreThatStopsAnsweringOneWorker(t *testing.T) {
 	f.procs[2].proxy.Hold()
 	time.Sleep(4 * f.interval)
 	f.procs[2].proxy.Release()
-	released := mono()
+	released := f.mark()
 	<-produced
 	h := f.finish(ids, each, false)
 	f.reform(h, released, 3, 10*f.interval, "the link answering again")
@@ -338,7 +358,7 @@ func TestLostRepliesNeverCountTwice(t *testing.T) {
 	}
 	produced := f.produce(ids, each, 3*time.Second)
 	time.Sleep(2 * time.Second)
-	dropped := mono()
+	dropped := f.mark()
 	f.procs[2].proxy.DropReplies()
 	time.Sleep(3 * f.interval)
 	f.procs[2].proxy.Remove("drop")
@@ -450,7 +470,7 @@ func TestRedisRestartWithAOF(t *testing.T) {
 	}
 	produced := f.produce(ids, each, 3*time.Second)
 	time.Sleep(1500*time.Millisecond + time.Duration(rand.Int64N(int64(f.interval))))
-	restarted := mono()
+	restarted := f.mark()
 	f.main.Restart()
 	<-produced
 	h := f.finish(ids, each, false)
@@ -479,13 +499,13 @@ func TestReplicaPromotion(t *testing.T) {
 			for _, p := range f.procs {
 				p.proxy.SetUpstream(replica.Addr())
 			}
-			promoted := mono()
+			promoted := f.mark()
 			if wait > 0 {
 				// The promoted replica has none of its own: nothing is
 				// acknowledged, so the leases run out, until one is added.
 				time.Sleep(3 * f.interval)
 				_ = redistest.StartReplica(t, replica)
-				promoted = mono()
+				promoted = f.mark()
 			}
 			h := f.finish(ids, each, false)
 			f.reform(h, promoted, 3, 10*f.interval, "the promotion")
@@ -506,10 +526,11 @@ func TestRedisRestartedEmpty(t *testing.T) {
 	}
 	produced := f.produce(ids, each, 2*time.Second)
 	time.Sleep(1500*time.Millisecond + time.Duration(rand.Int64N(int64(f.interval))))
-	restarted := mono()
+	restarted := f.mark()
 	f.main.Restart()
 	<-produced
 	time.Sleep(8 * f.interval)
+	f.afterFault()
 	f.stopAt = mono()
 	for id := range f.procs {
 		f.term(id)
@@ -612,14 +633,14 @@ func TestClusterSlotMigrationAndFailover(t *testing.T) {
 			if to == from {
 				to = cl.Masters()[1]
 			}
-			migrated := mono()
+			migrated := f.mark()
 			cl.MigrateSlot(key, from, to)
 			time.Sleep(13 * f.interval) // the bound, two intervals whole, and one for the records
 			h, _ := readHistory(f.dir)
 			f.reformed(h, migrated, 3, "the slot migration")
 			f.reform(h, migrated, 3, 10*f.interval, "the slot migration")
 			replica := cl.ReplicaOf(to)
-			failed := mono()
+			failed := f.mark()
 			to.Kill()
 			replica.Takeover()
 			if wait > 0 {
@@ -627,7 +648,7 @@ func TestClusterSlotMigrationAndFailover(t *testing.T) {
 				// registers until one is added.
 				time.Sleep(3 * f.interval)
 				cl.AddReplica(replica)
-				failed = mono()
+				failed = f.mark()
 			}
 			time.Sleep(2*time.Second + 13*f.interval)
 			h, _ = readHistory(f.dir)
