@@ -263,7 +263,7 @@ func TestChurnBySIGTERMIsExactlyOnce(t *testing.T) {
 	var shrank int64
 	for _, id := range []int{1, 2, 3, 4, 5, 6} {
 		shrank = f.mark() // the last of six SIGTERMs is the change measured
-		f.term(id)      // one after the other: each waits for the exit
+		f.term(id)        // one after the other: each waits for the exit
 	}
 	<-produced
 	h = f.finish(ids, each, true)
