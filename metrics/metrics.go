@@ -33,6 +33,7 @@
 //	nandi_consumer_terms_total                  counter  terms served
 //	nandi_consumer_lag_messages{shard}          gauge    offsets between the held index's checkpoint and the log's end (Kafka, JetStream, memory)
 //	nandi_consumer_lag_seconds{shard}           gauge    entry-time between the held index's checkpoint and the stream's end (Redis Streams)
+//	nandi_consumer_dropped_total                counter  messages the transport dropped before the consumer read them (NATS core slow consumer)
 //
 // lost_unowned counts messages of a source that keeps nothing (NATS core)
 // that arrived while this worker held no lease: gone. The lag gauges ask
@@ -178,17 +179,22 @@ type consumerCollector struct {
 	stats                                        func() consumer.Stats
 	positions                                    func() (partition.Assignment, []transport.Position, bool)
 	info                                         func(context.Context) (transport.Info, error)
+	dropped                                      func() int64 // nil: the source drops nothing
 	timeout                                      time.Duration
 	messages, failures, inFlight, drains, writes *prometheus.Desc
-	terms, lagMessages, lagSeconds               *prometheus.Desc
+	terms, lagMessages, lagSeconds, droppedDesc  *prometheus.Desc
 }
 
 func newConsumerCollector(c *consumer.Consumer, o Options) *consumerCollector {
-	return consumerCollectorOf(c.Lease().Options().Name, c.Stats, c.Positions, c.Source().Info, o)
+	var dropped func() int64
+	if d, ok := c.Source().(transport.Dropper); ok {
+		dropped = d.Dropped
+	}
+	return consumerCollectorOf(c.Lease().Options().Name, c.Stats, c.Positions, c.Source().Info, dropped, o)
 }
 
 func consumerCollectorOf(group string, stats func() consumer.Stats, positions func() (partition.Assignment, []transport.Position, bool),
-	info func(context.Context) (transport.Info, error), o Options) *consumerCollector {
+	info func(context.Context) (transport.Info, error), dropped func() int64, o Options) *consumerCollector {
 	cl := labels(o, group)
 	d := func(name, help string, vars ...string) *prometheus.Desc {
 		return prometheus.NewDesc(prometheus.BuildFQName(o.Namespace, "consumer", name), help, vars, cl)
@@ -197,6 +203,8 @@ func consumerCollectorOf(group string, stats func() consumer.Stats, positions fu
 		stats:       stats,
 		positions:   positions,
 		info:        info,
+		dropped:     dropped,
+		droppedDesc: d("dropped_total", "Messages the transport dropped before the consumer read them (NATS core: slow consumer)."),
 		timeout:     o.InfoTimeout,
 		messages:    d("messages_total", "Messages by outcome: handled, not_owned, done_before, dead_lettered, abandoned, lost_unowned.", "outcome"),
 		failures:    d("handler_failures_total", "Failed handler attempts."),
@@ -210,7 +218,7 @@ func consumerCollectorOf(group string, stats func() consumer.Stats, positions fu
 }
 
 func (c *consumerCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.messages, c.failures, c.inFlight, c.drains, c.writes, c.terms, c.lagMessages, c.lagSeconds} {
+	for _, d := range []*prometheus.Desc{c.messages, c.failures, c.inFlight, c.drains, c.writes, c.terms, c.lagMessages, c.lagSeconds, c.droppedDesc} {
 		ch <- d
 	}
 }
@@ -231,6 +239,9 @@ func (c *consumerCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- histogram(c.drains, s.Drains)
 	counter(c.writes, s.Checkpoints)
 	counter(c.terms, s.Terms)
+	if c.dropped != nil {
+		counter(c.droppedDesc, c.dropped())
+	}
 	c.lag(ch)
 }
 

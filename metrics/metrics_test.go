@@ -87,7 +87,7 @@ func TestEveryFigureHasItsMetric(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	o := Options{}.withDefaults()
 	reg.MustRegister(newLeaseCollector("g", func() partition.Stats { return ls }, o))
-	reg.MustRegister(consumerCollectorOf("g", func() consumer.Stats { return cs }, pos, info, o))
+	reg.MustRegister(consumerCollectorOf("g", func() consumer.Stats { return cs }, pos, info, func() int64 { return 42 }, o))
 	want := map[string]float64{
 		"nandi_lease_held": 1, "nandi_lease_index": 2, "nandi_lease_replicas": 5, "nandi_lease_token": 77,
 		"nandi_lease_calls_total": 11, "nandi_lease_registrations_total": 12, "nandi_lease_registration_failures_total": 13,
@@ -102,6 +102,7 @@ func TestEveryFigureHasItsMetric(t *testing.T) {
 		"nandi_consumer_messages_total{outcome=lost_unowned}": 37, "nandi_consumer_checkpoint_writes_total": 38,
 		"nandi_consumer_terms_total": 39, "nandi_consumer_in_flight": 40, "nandi_consumer_drain_duration_seconds": 1,
 		"nandi_consumer_lag_messages{shard=0}": 41, "nandi_consumer_lag_seconds{shard=1}": 4.5,
+		"nandi_consumer_dropped_total": 42,
 	}
 	got := gather(t, reg)
 	for k, v := range want {

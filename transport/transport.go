@@ -148,6 +148,13 @@ type Trimmer interface {
 	Trim(ctx context.Context, shard int, below Position) error
 }
 
+// Dropper is implemented by sources that can lose messages before a
+// consumer reads them (NATS core drops what a slow subscriber does not read
+// in time); Dropped counts them. Package metrics exports it.
+type Dropper interface {
+	Dropped() int64
+}
+
 // ErrClosed is returned by Fetch on a closed Reader.
 var ErrClosed = errors.New("transport: reader closed")
 

@@ -73,8 +73,11 @@ func (s *Source) Info(context.Context) (transport.Info, error) {
 }
 
 // Dropped counts the messages NATS dropped from this source's closed
-// subscriptions because they were not read fast enough (slow consumer).
+// subscriptions because they were not read fast enough (slow consumer). It
+// implements transport.Dropper.
 func (s *Source) Dropped() int64 { return s.dropped.Load() }
+
+var _ transport.Dropper = (*Source)(nil)
 
 // Open subscribes; from is ignored.
 func (s *Source) Open(_ context.Context, _ []transport.Position) (transport.Reader, error) {
