@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"net/smtp"
 	"strconv"
 	"strings"
@@ -13,9 +15,13 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/nandi-go/nandi/consumer"
+	"github.com/nandi-go/nandi/health"
+	"github.com/nandi-go/nandi/metrics"
 	"github.com/nandi-go/nandi/partition"
 	"github.com/nandi-go/nandi/transport"
 	"github.com/nandi-go/nandi/transport/redisstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -362,6 +368,15 @@ func workerProcess(ctx context.Context, cfg config, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if cfg.http != "" {
+		addr, stopHTTP, err := serveOps(cfg.http, w)
+		if err != nil {
+			_ = w.stop()
+			return err
+		}
+		defer stopHTTP()
+		fmt.Fprintf(out, "serving http://%s/metrics, /ready and /holding\n", addr)
+	}
 	last := ""
 	t := time.NewTicker(50 * time.Millisecond)
 	defer t.Stop()
@@ -399,4 +414,24 @@ func producerProcess(ctx context.Context, cfg config, out io.Writer) error {
 	}
 	fmt.Fprintf(out, "wrote %d mails to stream %s\n", cfg.mails, cfg.stream)
 	return nil
+}
+
+// serveOps serves the worker's metrics and health probes on addr: what a
+// production worker exposes to Prometheus and to its orchestrator.
+func serveOps(addr string, w *worker) (string, func(), error) {
+	reg := prometheus.NewRegistry()
+	if err := metrics.Register(reg, w.c, metrics.Options{}); err != nil {
+		return "", nil, err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.Handle("/ready", health.Handler(w.lease, health.Registering))
+	mux.Handle("/holding", health.Handler(w.lease, health.Holding))
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return "", nil, fmt.Errorf("-http %q: %w", addr, err)
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	return ln.Addr().String(), func() { _ = srv.Close() }, nil
 }

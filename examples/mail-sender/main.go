@@ -6,7 +6,7 @@
 //	go run ./examples/mail-sender                   # embedded Redis and SMTP sink
 //	go run ./examples/mail-sender -redis redis://localhost:6379 -smtp localhost:1025
 //	go run ./examples/mail-sender -role producer -redis redis://localhost:6379
-//	go run ./examples/mail-sender -role worker -redis redis://localhost:6379 -smtp localhost:1025
+//	go run ./examples/mail-sender -role worker -redis redis://localhost:6379 -smtp localhost:1025 [-http :9090]
 //
 // With no flags it runs on an embedded Redis (miniredis, which runs nandi's
 // scripts) and a local SMTP sink (go-smtp) that really receives the mails.
@@ -41,7 +41,8 @@ type config struct {
 	rate     int
 	group    string
 	stream   string
-	plain    bool // plain log lines instead of the live view
+	plain    bool   // plain log lines instead of the live view
+	http     string // -role worker: serve /metrics, /ready and /holding here
 }
 
 func main() {
@@ -57,6 +58,7 @@ func main() {
 	flag.IntVar(&cfg.rate, "rate", 400, "mails per second the producer writes")
 	flag.StringVar(&cfg.group, "group", "mail-sender", "group name")
 	flag.StringVar(&cfg.stream, "stream", "outbox", "stream of the outbox")
+	flag.StringVar(&cfg.http, "http", "", "-role worker: serve Prometheus /metrics and the /ready and /holding probes on this address, for example :9090")
 	flag.Parse()
 	for _, f := range strings.Split(schedule, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))

@@ -3,9 +3,15 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
+	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
 )
 
 // The demo end to end with a short schedule: embedded Redis and SMTP sink,
@@ -28,4 +34,85 @@ func TestDemoSendsEveryMailExactlyOnce(t *testing.T) {
 	if !strings.Contains(out.String(), "every mail exactly once") {
 		t.Errorf("the report does not say so:\n%s", out.String())
 	}
+}
+
+// -role worker -http: the worker serves its metrics and probes while it
+// sends, and stops cleanly.
+func TestWorkerServesMetricsAndProbes(t *testing.T) {
+	mr, err := miniredis.Run()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mr.Close()
+	s, err := startSink()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.close()
+	cfg := config{redisURL: "redis://" + mr.Addr(), smtpAddr: s.addr(), role: "worker", interval: 200 * time.Millisecond,
+		group: "ops-test", stream: "outbox", plain: true, http: "127.0.0.1:0"}
+	c := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	defer c.Close()
+	if err := produce(context.Background(), c, cfg.stream, 50, 1000); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	out := &syncBuffer{}
+	done := make(chan error, 1)
+	go func() { done <- workerProcess(ctx, cfg, out) }()
+	var base string
+	deadline := time.Now().Add(10 * time.Second)
+	for base == "" && time.Now().Before(deadline) {
+		if _, rest, ok := strings.Cut(out.String(), "serving http://"); ok {
+			base = "http://" + strings.Fields(rest)[0]
+			base = strings.TrimSuffix(base, "/metrics,")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if base == "" {
+		t.Fatalf("no address printed:\n%s", out.String())
+	}
+	get := func(path string) (int, string) {
+		resp, err := http.Get(base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	for time.Now().Before(deadline) && len(s.counts()) < 50 {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if code, body := get("/holding"); code != 200 || !strings.Contains(body, "holding 0 of 1") {
+		t.Errorf("/holding: %d %q", code, body)
+	}
+	if code, _ := get("/ready"); code != 200 {
+		t.Errorf("/ready: %d", code)
+	}
+	if code, body := get("/metrics"); code != 200 || !strings.Contains(body, `nandi_consumer_messages_total{group="ops-test",outcome="handled"} 50`) {
+		t.Errorf("/metrics: %d, want 50 handled:\n%s", code, body)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for one writer and one reader.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
