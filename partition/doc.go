@@ -67,6 +67,11 @@
 // latest deadline, Done and Changed are closed, never sent to. A slow reader
 // misses nothing it needs: it can always ask Current, Term or Deadline.
 //
+// Stats returns the lease's counts (calls, registrations, failures,
+// stand-downs by reason, time held, round trips) for monitoring; package
+// metrics exports them to Prometheus and package health answers probes
+// from them.
+//
 // # Guarantees
 //
 // At any moment all live leases of a group share one Replicas and no two
