@@ -59,12 +59,12 @@ func (s *redisStore) register(ctx context.Context, token, nonce string, probe bo
 		v, err = registerScript.Run(ctx, s.client, []string{s.key}, args...).Result()
 	}
 	if err != nil {
-		if c, ok := s.client.(*redis.ClusterClient); ok {
+		if c, ok := s.client.(*redis.ClusterClient); ok && !errors.Is(err, context.Canceled) {
 			// go-redis keeps a cluster's slot map until a MOVED reply or
 			// its reload interval (60s since v9.22): after a failover it
 			// would keep dialing the dead master (redis/go-redis#3979).
-			// Have it reload now; reloads are coalesced, at most one per
-			// 200ms.
+			// Have it reload now (not when the lease is stopping);
+			// reloads are coalesced, at most one per 200ms.
 			c.ReloadState(ctx)
 		}
 		return reply{}, err
