@@ -274,18 +274,12 @@ func TestChurnBySIGTERMIsExactlyOnce(t *testing.T) {
 // tasks the killed worker had done are done again.
 func TestKill9RepeatsOnlyTheKilledWorkersWork(t *testing.T) {
 	f := newFleet(t, 300*time.Millisecond)
-	ids, each := 300*chaosScale, 5
-	for range 3 {
+	f.faultOnce(300*chaosScale, 5, 3*time.Second, 2*time.Second, false, func() (int64, string) {
+		killed := f.mark()
+		f.kill(2)
 		f.start()
-	}
-	produced := f.produce(ids, each, 3*time.Second)
-	time.Sleep(2 * time.Second)
-	killed := f.mark()
-	f.kill(2)
-	f.start()
-	<-produced
-	h := f.finish(ids, each, false)
-	f.reform(h, killed, 3, 10*f.interval, "kill -9 and a new worker")
+		return killed, "kill -9 and a new worker"
+	})
 	list, _ := f.sink.Client().LRange(context.Background(), "effects", 0, -1).Result()
 	first := map[string]string{}
 	for _, e := range list {
@@ -311,19 +305,13 @@ func TestPauseLongerThanALease(t *testing.T) {
 		t.Run(fmt.Sprintf("%.1f intervals", p), func(t *testing.T) {
 			f := newFleet(t, 300*time.Millisecond)
 			f.work = 20 * time.Millisecond // so that the pause lands inside tasks
-			ids, each := 200*chaosScale, 4
-			for range 3 {
-				f.start()
-			}
-			produced := f.produce(ids, each, 3*time.Second)
-			time.Sleep(2*time.Second + time.Duration(rand.Int64N(int64(f.interval))))
-			f.signal(2, syscall.SIGSTOP)
-			time.Sleep(time.Duration(p * float64(f.interval)))
-			f.signal(2, syscall.SIGCONT)
-			resumed := f.mark()
-			<-produced
-			h := f.finish(ids, each, false)
-			f.reform(h, resumed, 3, 10*f.interval, "SIGCONT")
+			settle := 2*time.Second + time.Duration(rand.Int64N(int64(f.interval)))
+			f.faultOnce(200*chaosScale, 4, 3*time.Second, settle, false, func() (int64, string) {
+				f.signal(2, syscall.SIGSTOP)
+				time.Sleep(time.Duration(p * float64(f.interval)))
+				f.signal(2, syscall.SIGCONT)
+				return f.mark(), "SIGCONT"
+			})
 		})
 	}
 }
@@ -332,19 +320,12 @@ func TestPauseLongerThanALease(t *testing.T) {
 // its lease runs out on its clock, the others take over, and it comes back.
 func TestStoreThatStopsAnsweringOneWorker(t *testing.T) {
 	f := newFleet(t, 300*time.Millisecond)
-	ids, each := 200*chaosScale, 4
-	for range 3 {
-		f.start()
-	}
-	produced := f.produce(ids, each, 3*time.Second)
-	time.Sleep(2 * time.Second)
-	f.procs[2].proxy.Hold()
-	time.Sleep(4 * f.interval)
-	f.procs[2].proxy.Release()
-	released := f.mark()
-	<-produced
-	h := f.finish(ids, each, false)
-	f.reform(h, released, 3, 10*f.interval, "the link answering again")
+	f.faultOnce(200*chaosScale, 4, 3*time.Second, 2*time.Second, false, func() (int64, string) {
+		f.procs[2].proxy.Hold()
+		time.Sleep(4 * f.interval)
+		f.procs[2].proxy.Release()
+		return f.mark(), "the link answering again"
+	})
 }
 
 // Replies lost after the server ran the script (the connection closes as
@@ -464,17 +445,12 @@ func TestRedisRestartWithAOF(t *testing.T) {
 	f := newFleet(t, 300*time.Millisecond)
 	f.main = redistest.Start(t, "--appendonly", "yes", "--appendfsync", "everysec")
 	f.store = f.main.Client()
-	ids, each := 200*chaosScale, 4
-	for range 3 {
-		f.start()
-	}
-	produced := f.produce(ids, each, 3*time.Second)
-	time.Sleep(1500*time.Millisecond + time.Duration(rand.Int64N(int64(f.interval))))
-	restarted := f.mark()
-	f.main.Restart()
-	<-produced
-	h := f.finish(ids, each, false)
-	f.reform(h, restarted, 3, 10*f.interval, "the restart")
+	settle := 1500*time.Millisecond + time.Duration(rand.Int64N(int64(f.interval)))
+	f.faultOnce(200*chaosScale, 4, 3*time.Second, settle, false, func() (int64, string) {
+		restarted := f.mark()
+		f.main.Restart()
+		return restarted, "the restart"
+	})
 }
 
 // Replica promotion: the master dies, its replica is promoted and every
@@ -566,6 +542,25 @@ func (f *fleet) reform(h *history, at int64, n int, bound time.Duration, fault s
 	default:
 		f.t.Logf("re-formed %v after %s (bound %v)", time.Duration(w-at).Round(time.Millisecond), fault, bound)
 	}
+}
+
+// faultOnce is the shape most scenarios share: three workers, ids x each
+// tasks produced over spread (scaled), the fault after settle (fault
+// returns its moment, from mark, and what it was), then every task at
+// least once (exactly once if exact) and the group re-formed within 10
+// intervals of the fault.
+func (f *fleet) faultOnce(ids, each int, spread, settle time.Duration, exact bool, fault func() (int64, string)) *history {
+	f.t.Helper()
+	for range 3 {
+		f.start()
+	}
+	produced := f.produce(ids, each, spread)
+	time.Sleep(settle)
+	at, what := fault()
+	<-produced
+	h := f.finish(ids, each, exact)
+	f.reform(h, at, 3, 10*f.interval, what)
+	return h
 }
 
 // reformed checks that every one of n workers began a holding of a share of
