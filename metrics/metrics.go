@@ -91,10 +91,15 @@ func Register(reg prometheus.Registerer, c *consumer.Consumer, opts Options) err
 		return errors.New("metrics: registerer and consumer are required")
 	}
 	opts = opts.withDefaults()
-	if err := reg.Register(newLeaseCollector(c.Lease().Options().Name, c.Lease().Stats, opts)); err != nil {
+	lc := newLeaseCollector(c.Lease().Options().Name, c.Lease().Stats, opts)
+	if err := reg.Register(lc); err != nil {
 		return err
 	}
-	return reg.Register(newConsumerCollector(c, opts))
+	if err := reg.Register(newConsumerCollector(c, opts)); err != nil {
+		reg.Unregister(lc) // all or nothing
+		return err
+	}
+	return nil
 }
 
 func labels(o Options, group string) prometheus.Labels {

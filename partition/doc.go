@@ -97,7 +97,7 @@
 //
 // A registration never counts twice: each carries a token, and a retry of
 // one that already ran (go-redis retries on network errors) is answered with
-// the first registration instead of a second INCR.
+// the first registration instead of a second increment.
 //
 // The store's generation (its run_id, its master_replid and a random nonce
 // kept in the group's lease hash) changes whenever the store may have lost

@@ -10,7 +10,7 @@ import (
 
 // Bounds are the upper bounds of the buckets: registration round trips and
 // drains alike, from a local Redis to a slow cross-region link.
-var Bounds = []time.Duration{
+var Bounds = [...]time.Duration{
 	250 * time.Microsecond, 500 * time.Microsecond, time.Millisecond, 2 * time.Millisecond,
 	5 * time.Millisecond, 10 * time.Millisecond, 25 * time.Millisecond, 50 * time.Millisecond,
 	100 * time.Millisecond, 250 * time.Millisecond, 500 * time.Millisecond, time.Second,
@@ -19,8 +19,8 @@ var Bounds = []time.Duration{
 
 // H is a histogram over Bounds. The zero value is ready.
 type H struct {
-	counts [17]atomic.Uint64 // one per bound, and +Inf
-	sum    atomic.Int64      // nanoseconds
+	counts [len(Bounds) + 1]atomic.Uint64 // one per bound, and +Inf
+	sum    atomic.Int64                   // nanoseconds
 }
 
 // Observe adds one duration.
@@ -43,7 +43,7 @@ type Snapshot struct {
 
 // Snapshot returns the counts so far.
 func (h *H) Snapshot() Snapshot {
-	s := Snapshot{Sum: time.Duration(h.sum.Load()), Bounds: Bounds, Buckets: make([]uint64, len(Bounds))}
+	s := Snapshot{Sum: time.Duration(h.sum.Load()), Bounds: Bounds[:], Buckets: make([]uint64, len(Bounds))}
 	var c uint64
 	for i := range Bounds {
 		c += h.counts[i].Load()

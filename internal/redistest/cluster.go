@@ -184,7 +184,12 @@ func (c *Cluster) MigrateSlot(key string, from, to *Server) {
 			time.Sleep(20 * time.Millisecond)
 		}
 	}
-	for _, n := range append([]*Server{to, from}, c.Masters()...) {
+	// The target first, as Redis asks, then every other master.
+	must(to.Do("CLUSTER", "SETSLOT", slot, "NODE", toID))
+	for _, n := range c.Masters() {
+		if n == to {
+			continue
+		}
 		must(n.Do("CLUSTER", "SETSLOT", slot, "NODE", toID))
 	}
 }
