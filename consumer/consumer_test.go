@@ -240,7 +240,7 @@ func TestDeadLetterAfterMaxAttempts(t *testing.T) {
 	stop := run(t, c)
 	log.Append("13", nil)
 	log.Append("14", nil)
-	waitFor(t, "the next task", func() bool { return handled.Load() == 1 })
+	waitFor(t, "the next task and the dead letter", func() bool { return handled.Load() == 1 && c.Stats().DeadLetters == 1 })
 	stop()
 	if len(dead) != 1 || dead[0] != "13: always fails" {
 		t.Errorf("dead letters %q; want the failing task once, with its error", dead)

@@ -2,16 +2,13 @@ package consumer
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"time"
 
+	"github.com/nandi-go/nandi/checkpoint"
 	"github.com/nandi-go/nandi/transport"
 )
-
-// ErrInvalidOptions is wrapped by every error New returns for bad options.
-var ErrInvalidOptions = errors.New("consumer: invalid options")
 
 // Options configure a Consumer. The zero value is usable.
 type Options struct {
@@ -77,6 +74,11 @@ type Options struct {
 	// ShutdownTimeout bounds the drain when Run's context ends (default
 	// 30s); the lease is held and renewed meanwhile.
 	ShutdownTimeout time.Duration
+
+	// Checkpoints is where the checkpoints of a log are kept. Default: the
+	// Redis ledger in the lease's store (checkpoint.NewRedis with the
+	// lease's client and group name).
+	Checkpoints checkpoint.Store
 
 	// Logger receives state changes at Info and trouble at Warn; nil is
 	// silent.

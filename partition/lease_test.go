@@ -272,7 +272,18 @@ func TestNextAndTermEvents(t *testing.T) {
 			t.Fatalf("Next returned %v", term)
 		}
 		d0 := term.Deadline()
+		renewal := term.Renewal()
 		s.advance(simOpts.Interval)
+		select {
+		case <-renewal:
+		default:
+			t.Errorf("Renewal not closed by a renewal")
+		}
+		select {
+		case <-term.Renewal():
+			t.Errorf("Renewal after a renewal is already closed; want a fresh channel")
+		default:
+		}
 		select {
 		case d := <-term.Renewed():
 			if !d.After(d0) {
@@ -291,6 +302,11 @@ func TestNextAndTermEvents(t *testing.T) {
 		}
 		if !errors.Is(term.Err(), ErrStopped) {
 			t.Errorf("term ended with %v; want ErrStopped", term.Err())
+		}
+		select {
+		case <-term.Renewal():
+		default:
+			t.Errorf("Renewal not closed at the term's end")
 		}
 		if _, err := w.l.Next(context.Background()); !errors.Is(err, ErrStopped) {
 			t.Errorf("Next after Run: %v; want ErrStopped", err)

@@ -35,12 +35,14 @@ type Term struct {
 	renewed chan time.Time // capacity 1, holds the latest deadline
 
 	mu       sync.Mutex
-	deadline time.Time // on clock
+	deadline time.Time     // on clock
 	err      error
+	renewal  chan struct{} // closed and replaced at each renewal, closed at the end
 }
 
 func newTerm(a Assignment, clock Clock, start, deadline time.Time) *Term {
-	return &Term{a: a, clock: clock, start: start, deadline: deadline, done: make(chan struct{}), renewed: make(chan time.Time, 1)}
+	return &Term{a: a, clock: clock, start: start, deadline: deadline, done: make(chan struct{}),
+		renewed: make(chan time.Time, 1), renewal: make(chan struct{})}
 }
 
 // Assignment is what the term holds.
@@ -62,6 +64,16 @@ func (t *Term) Deadline() time.Time {
 // latest one: a reader that falls behind sees the newest deadline, never a
 // stale one.
 func (t *Term) Renewed() <-chan time.Time { return t.renewed }
+
+// Renewal returns a channel that is closed at the term's next renewal, or
+// when the term ends: a broadcast that any number of goroutines can wait
+// on, unlike Renewed, which one reader drains. Call it again after it is
+// closed for the renewal after that.
+func (t *Term) Renewal() <-chan struct{} {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.renewal
+}
 
 // Done is closed when the term ends. Err then says why.
 func (t *Term) Done() <-chan struct{} { return t.done }
@@ -91,6 +103,8 @@ func (t *Term) renew(deadline time.Time) {
 		return
 	}
 	t.deadline = deadline
+	close(t.renewal)
+	t.renewal = make(chan struct{})
 	t.mu.Unlock()
 	select {
 	case <-t.renewed:
@@ -108,6 +122,7 @@ func (t *Term) end(err error) bool {
 	}
 	t.err = err
 	close(t.done)
+	close(t.renewal) // not replaced: no renewal comes after the end
 	return true
 }
 

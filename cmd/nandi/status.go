@@ -14,7 +14,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/nandi-go/nandi/internal/ledger"
+	"github.com/nandi-go/nandi/checkpoint"
 	"github.com/nandi-go/nandi/partition"
 	"github.com/redis/go-redis/v9"
 )
@@ -110,7 +110,7 @@ func readStatus(ctx context.Context, c *redis.Client, group string) (*Status, er
 		}
 	}
 	sort.Slice(s.Counts, func(i, j int) bool { return s.Counts[i].Interval > s.Counts[j].Interval })
-	st, err := ledger.New(c, group).Read(ctx)
+	st, err := checkpoint.NewRedis(c, group).Read(ctx)
 	if err != nil {
 		return nil, err
 	}

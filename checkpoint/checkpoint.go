@@ -1,0 +1,140 @@
+package checkpoint
+
+import (
+	"context"
+	"slices"
+
+	"github.com/nandi-go/nandi/transport"
+)
+
+// Store is a group's ledger, as package consumer uses it. Redis is the
+// implementation; a Store must give the same guarantees (see the package
+// documentation).
+type Store interface {
+	// Open opens the ledger for a holder of a lease, atomically, and
+	// returns the whole ledger: it creates the next epoch when the
+	// holder's replicas differ from the current epoch's, and fences the
+	// writes of older holders of the index. It returns ErrStale when a
+	// newer mapping owns the ledger.
+	Open(ctx context.Context, req OpenRequest) (*State, error)
+	// Write records a holder's marks, fenced by epoch (ErrMoved) and by
+	// token (ErrFenced). A shard's mark never goes backwards.
+	Write(ctx context.Context, w Write) error
+	// Read returns the ledger as it is, without changing it; Current is nil
+	// for a group with no ledger.
+	Read(ctx context.Context) (*State, error)
+}
+
+// OpenRequest is what a holder opens the ledger with.
+type OpenRequest struct {
+	Replicas int   // the lease's replicas
+	Index    int   // the lease's index
+	Token    int64 // the lease's fencing token
+	// Origin is where each shard starts for a group with no ledger (the
+	// log's beginning, or its end with consumer.Options.StartAtEnd); its
+	// length is the number of shards.
+	Origin []transport.Position
+	// Seen is the highest epoch this worker has seen (0: none) and
+	// SeenStart that epoch's start: a ledger that is gone, though the
+	// worker saw it, is recreated from SeenStart and reported
+	// (State.Lost), never from Origin.
+	Seen      int64
+	SeenStart []transport.Position
+}
+
+// Write is one holder's marks: every task of Index in shard s is done as
+// Marks[s] says.
+type Write struct {
+	Epoch int64
+	Token int64
+	Index int
+	Marks map[int]Mark
+}
+
+// Mark is one index's progress in one shard: every task of the index below
+// Low is done, and every task after Low and before High is done except
+// those at the positions Undone. Low itself is not done (it is where
+// reading starts again). High is Low when nothing beyond Low is recorded.
+type Mark struct {
+	Low, High transport.Position
+	Undone    []transport.Position // ascending, each strictly between Low and High
+}
+
+// Done reports whether the task at p is done by this mark.
+func (m Mark) Done(p transport.Position) bool {
+	if p.Less(m.Low) {
+		return true
+	}
+	if !m.Low.Less(p) || !p.Less(m.High) {
+		return false
+	}
+	_, undone := slices.BinarySearchFunc(m.Undone, p, transport.Position.Compare)
+	return !undone
+}
+
+// Epoch is one mapping's checkpoints.
+type Epoch struct {
+	N      int64 // epoch number, from 1
+	R      int   // replicas of the mapping
+	Token  int64 // token of the lease that created it
+	Start  []transport.Position
+	Marks  map[Slot]Mark  // written marks; others are {Start, Start}
+	Tokens map[Slot]int64 // token of each mark's writer
+	Opened map[int]int64  // per index, the newest token that opened the epoch
+
+	grid [][]Mark // [shard][index], built when read from a store
+}
+
+// Slot names one index's place in one shard.
+type Slot struct{ Shard, Index int }
+
+// Mark returns the mark of index k in shard s.
+func (e *Epoch) Mark(s, k int) Mark {
+	if s < len(e.grid) && k < len(e.grid[s]) {
+		return e.grid[s][k]
+	}
+	if m, ok := e.Marks[Slot{s, k}]; ok {
+		return m
+	}
+	var p transport.Position
+	if s < len(e.Start) {
+		p = e.Start[s]
+	}
+	return Mark{Low: p, High: p}
+}
+
+// At returns where index k reads shard s from: its mark's Low.
+func (e *Epoch) At(s, k int) transport.Position { return e.Mark(s, k).Low }
+
+// State is the ledger as a holder opened or read it.
+type State struct {
+	Current *Epoch
+	History []*Epoch // every epoch still needed, oldest first, Current last
+	Created bool     // this Open created Current
+	// Lost is true when the ledger was gone though the worker had seen an
+	// epoch (OpenRequest.Seen): it was recreated from that epoch's start.
+	Lost bool
+	// Behind is true when the current epoch is older than the one the
+	// worker had seen: the store lost its latest writes.
+	Behind bool
+}
+
+// From returns where index k reads each shard.
+func (st *State) From(k int) []transport.Position {
+	out := make([]transport.Position, len(st.Current.Start))
+	for s := range out {
+		out[s] = st.Current.At(s, k)
+	}
+	return out
+}
+
+// Done reports whether a task at position p of shard s with id x was
+// finished by an epoch of the history: skip it.
+func (st *State) Done(s int, p transport.Position, x uint64) bool {
+	for _, e := range st.History {
+		if e.Mark(s, int(x%uint64(e.R))).Done(p) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,52 @@
+// Package checkpoint is the checkpoint ledger of a nandi group: how a
+// consumer of a log hands it over without doing its work twice.
+//
+// For every mapping epoch (a run of terms with one Replicas), every shard
+// of the log and every index, the ledger keeps a Mark: the position Low
+// below which every task of that index is done, and the tasks after it,
+// up to High, that are done too but for the ones listed as Undone (a task
+// cut off at a handover, or one that keeps failing). A new holder of an
+// index reads each shard from its Low and skips a task at position p with
+// id x when State.Done says so: some epoch still in the history had
+// finished it. So after a clean handover (every holder wrote its last
+// marks) nothing is done twice; after a crash, only what the crashed
+// holder finished after its last write is.
+//
+// # Lifecycle
+//
+// A holder calls Open at the start of each term (one atomic script that
+// returns the whole ledger), Write every so often and at the end of the
+// term, and nothing else. Open creates the next epoch when the holder's
+// replicas differ from the current epoch's: it starts each shard at the
+// lowest Low of the epoch before, and keeps in the history every older
+// epoch whose marks reach above that start. Read is for tools (nandi
+// status).
+//
+// # Guarantees
+//
+//   - Atomic, one round trip each, always on the master: Open, Write and
+//     Read are scripts on one declared key, {group}:ledger, beside the
+//     lease's key under the same hash tag (one node on Redis Cluster).
+//   - Fenced: a Write names its epoch and token, and is refused once the
+//     epoch has moved on (ErrMoved) or a newer holder of the index has
+//     opened or written it (ErrFenced). A paused former holder that wakes
+//     cannot overwrite its successor's marks, nor move them.
+//   - Never backwards: within an epoch an index's Low never goes down.
+//   - Loss is noticed, never turned into a skip: a worker passes the
+//     newest epoch it has seen (OpenRequest.Seen and SeenStart); a ledger
+//     that is gone is recreated from that epoch's start, not from the
+//     origin (which with consumer.Options.StartAtEnd would skip what lies
+//     between), and State.Lost says so; a ledger older than what the
+//     worker saw is State.Behind. Work may then be done again; none is
+//     skipped.
+//   - Bounded: a Mark lists at most MaxUndone positions; beyond that, High
+//     stops at the first unfinished task not listed, and the tasks finished
+//     above it are done again after a handover.
+//
+// # What it assumes
+//
+// Tokens that grow across successive holders of an index (the lease's
+// Assignment.Token), and a store that keeps what it acknowledged (see
+// partition's assumptions; a loss is detected as above). docs/PROTOCOL.md
+// describes the scripts field by field.
+package checkpoint

@@ -1,0 +1,151 @@
+-- Opens a group's checkpoint ledger for a lease holder, atomically, and
+-- returns the whole ledger. Creates the next epoch when the holder's
+-- replicas differ from the current epoch's; notices a ledger that is gone
+-- or behind what the holder saw. See docs/PROTOCOL.md, "Checkpoints".
+--
+-- KEYS[1]  {name}:ledger (a hash)
+-- ARGV[1]  replicas of the holder's lease
+-- ARGV[2]  the lease's token
+-- ARGV[3]  the holder's index
+-- ARGV[4]  shards of the source
+-- ARGV[5]  the highest epoch this worker has seen (0: none)
+-- ARGV[6 .. 5+shards]           where each shard starts for a group with no ledger
+-- ARGV[6+shards .. 5+2*shards]  the start of that seen epoch (when ARGV[5] > 0)
+--
+-- Fields: v (format), cur, hist ("1 2 3"); per epoch n: n:r, n:tok,
+-- n:shards, n:start:s; per index k: n:otok:k (the newest holder that
+-- opened it); per shard s and index k: n:pos:s:k (low), n:top:s:k (high),
+-- n:und:s:k (undone positions between), n:ptok:s:k (their writer's token).
+-- Positions are encoded with fixed-width decimals, so string order is
+-- position order.
+--
+-- Reply: {status, n, why, fields...}. status "ok": epoch n is current and
+-- has the holder's replicas; "new": epoch n was created for them;
+-- "stale": the current epoch n has other replicas and was created by a
+-- newer lease (why: its replicas and token). why is "" or, for "ok" and
+-- "new", "lost" (no ledger though the worker saw epoch ARGV[5]: it was
+-- recreated at that epoch's start) or "behind" (the current epoch is older
+-- than the one the worker saw). fields is the ledger after the open, as
+-- HGETALL returns it.
+local key = KEYS[1]
+local r = tonumber(ARGV[1])
+local tok = tonumber(ARGV[2])
+local k = ARGV[3]
+local shards = tonumber(ARGV[4])
+local seen = tonumber(ARGV[5])
+
+local function get(f) return redis.call('HGET', key, f) end
+local function reply(status, n, why)
+  local out = {status, n, why}
+  for _, x in ipairs(redis.call('HGETALL', key)) do table.insert(out, x) end
+  return out
+end
+-- The newest holder of index k to open epoch n fences older ones' writes.
+local function stamp(n)
+  local f = n .. ':otok:' .. k
+  local o = tonumber(get(f))
+  if not o or o < tok then redis.call('HSET', key, f, ARGV[2]) end
+end
+
+local function create(n, starts, histstr)
+  for s = 0, shards - 1 do
+    redis.call('HSET', key, n .. ':start:' .. s, starts[s + 1])
+  end
+  redis.call('HSET', key, 'v', '2', n .. ':r', r, n .. ':tok', ARGV[2], n .. ':shards', shards, 'cur', n, 'hist', histstr)
+end
+
+local cur = get('cur')
+if not cur then
+  local starts = {}
+  local n, why = 1, ''
+  for s = 0, shards - 1 do starts[s + 1] = ARGV[6 + s] end
+  if seen > 0 then
+    -- Lost (evicted, flushed, a failover before it replicated): start
+    -- again where the worker knows every index had got to, never at the
+    -- origin (StartAtEnd would skip what lies between).
+    n, why = seen + 1, 'lost'
+    for s = 0, shards - 1 do starts[s + 1] = ARGV[6 + shards + s] or ARGV[6 + s] end
+  end
+  create(n, starts, tostring(n))
+  stamp(n)
+  return reply('new', n, why)
+end
+cur = tonumber(cur)
+local why = ''
+if seen > cur then why = 'behind' end
+local rc = tonumber(get(cur .. ':r'))
+local cshards = tonumber(get(cur .. ':shards'))
+
+if rc == r then
+  if shards > cshards then -- the source grew: new shards start at their origin
+    for s = cshards, shards - 1 do
+      redis.call('HSET', key, cur .. ':start:' .. s, ARGV[6 + s])
+    end
+    redis.call('HSET', key, cur .. ':shards', shards)
+  end
+  stamp(cur)
+  return reply('ok', cur, why)
+end
+local ctok = tonumber(get(cur .. ':tok'))
+if tok <= ctok then
+  return {'stale', cur, rc .. ' ' .. ctok}
+end
+
+-- low and high of index i in shard s of epoch h, defaulting to the start.
+local function low(h, s, i)
+  return get(h .. ':pos:' .. s .. ':' .. i) or get(h .. ':start:' .. s)
+end
+local function high(h, s, i)
+  return get(h .. ':top:' .. s .. ':' .. i) or low(h, s, i)
+end
+
+-- The new epoch starts, per shard, at the lowest low of the current one:
+-- below it every index is done.
+local n = cur + 1
+local starts = {}
+for s = 0, shards - 1 do
+  if s < cshards then
+    local lo = nil
+    for i = 0, rc - 1 do
+      local p = low(cur, s, i)
+      if lo == nil or p < lo then lo = p end
+    end
+    starts[s + 1] = lo
+  else
+    starts[s + 1] = ARGV[6 + s]
+  end
+end
+
+-- An older epoch leaves the history once the new start has passed
+-- everything it says is done, in every shard: nothing it could skip will
+-- be read again.
+local kept = {}
+for h in string.gmatch(get('hist') or '', '%d+') do
+  local hs = tonumber(get(h .. ':shards'))
+  local hr = tonumber(get(h .. ':r'))
+  local needed = false
+  for s = 0, hs - 1 do
+    for i = 0, hr - 1 do
+      if s >= shards or high(h, s, i) > starts[s + 1] then needed = true end
+    end
+  end
+  if needed then
+    table.insert(kept, h)
+  else
+    local fields = {h .. ':r', h .. ':tok', h .. ':shards'}
+    for i = 0, hr - 1 do table.insert(fields, h .. ':otok:' .. i) end
+    for s = 0, hs - 1 do
+      table.insert(fields, h .. ':start:' .. s)
+      for i = 0, hr - 1 do
+        for _, x in ipairs({'pos', 'top', 'und', 'ptok'}) do
+          table.insert(fields, h .. ':' .. x .. ':' .. s .. ':' .. i)
+        end
+      end
+    end
+    redis.call('HDEL', key, unpack(fields))
+  end
+end
+table.insert(kept, tostring(n))
+create(n, starts, table.concat(kept, ' '))
+stamp(n)
+return reply('new', n, why)

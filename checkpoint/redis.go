@@ -1,0 +1,300 @@
+package checkpoint
+
+import (
+	"context"
+	_ "embed"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/nandi-go/nandi/transport"
+	"github.com/redis/go-redis/v9"
+)
+
+var (
+	//go:embed open.lua
+	openSource string
+	//go:embed write.lua
+	writeSource string
+	//go:embed read.lua
+	readSource string
+
+	openScript  = redis.NewScript(openSource)
+	writeScript = redis.NewScript(writeSource)
+	readScript  = redis.NewScript(readSource)
+)
+
+// Key is the Redis key of group name's ledger: a hash under the group's
+// hash tag, beside the lease's key (partition.Key), so that on Redis
+// Cluster both live on one node.
+func Key(group string) string { return "{" + group + "}:ledger" }
+
+// Redis is the ledger of one group in Redis (a single server, Sentinel or
+// Cluster): one hash, changed only by two scripts, read by a third, so
+// that every operation is one atomic round trip to the master.
+type Redis struct {
+	c   redis.UniversalClient
+	key string
+}
+
+var _ Store = (*Redis)(nil)
+
+// NewRedis returns the ledger of group on client. It does no I/O and
+// never closes the client.
+func NewRedis(client redis.UniversalClient, group string) *Redis {
+	return &Redis{c: client, key: Key(group)}
+}
+
+// MaxUndone bounds Mark.Undone as package consumer writes it: beyond it,
+// High is lowered to the first undone position not listed, so the tasks
+// finished above that are done again after a handover (never skipped).
+const MaxUndone = 128
+
+func encode(p transport.Position) string { return fmt.Sprintf("%020d-%020d", p.Hi, p.Lo) }
+
+func decode(s string) (transport.Position, error) {
+	hi, lo, ok := strings.Cut(s, "-")
+	h, err1 := strconv.ParseUint(hi, 10, 64)
+	l, err2 := strconv.ParseUint(lo, 10, 64)
+	if !ok || err1 != nil || err2 != nil || len(hi) != 20 || len(lo) != 20 {
+		return transport.Position{}, fmt.Errorf("%w: bad position %q", ErrCorrupt, s)
+	}
+	return transport.Position{Hi: h, Lo: l}, nil
+}
+
+// Open implements Store.
+func (l *Redis) Open(ctx context.Context, req OpenRequest) (*State, error) {
+	shards := len(req.Origin)
+	if req.Replicas < 1 || shards < 1 || req.Index < 0 || req.Index >= req.Replicas {
+		return nil, fmt.Errorf("checkpoint: Open needs replicas >= 1, 0 <= index < replicas and at least one shard, got %d, %d and %d", req.Replicas, req.Index, shards)
+	}
+	args := make([]any, 0, 5+2*shards)
+	args = append(args, req.Replicas, req.Token, req.Index, shards, req.Seen)
+	for _, p := range req.Origin {
+		args = append(args, encode(p))
+	}
+	if req.Seen > 0 {
+		for s := range shards {
+			p := req.Origin[s]
+			if s < len(req.SeenStart) {
+				p = req.SeenStart[s]
+			}
+			args = append(args, encode(p))
+		}
+	}
+	res, err := openScript.Run(ctx, l.c, []string{l.key}, args...).Slice()
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: open: %w", err)
+	}
+	if len(res) < 3 {
+		return nil, fmt.Errorf("%w: open replied %v", ErrCorrupt, res)
+	}
+	status, _ := res[0].(string)
+	why, _ := res[2].(string)
+	if status == "stale" {
+		return nil, fmt.Errorf("%w: epoch %v has replicas and token %q, this lease has %d and %d", ErrStale, res[1], why, req.Replicas, req.Token)
+	}
+	st, err := parse(res[3:])
+	if err != nil {
+		return nil, err
+	}
+	if st.Current == nil {
+		return nil, fmt.Errorf("%w: no current epoch after open", ErrCorrupt)
+	}
+	n, _ := res[1].(int64)
+	st.Created = status == "new" && st.Current.N == n
+	st.Lost, st.Behind = why == "lost", why == "behind"
+	return st, nil
+}
+
+// Read implements Store.
+func (l *Redis) Read(ctx context.Context) (*State, error) {
+	res, err := readScript.Run(ctx, l.c, []string{l.key}).Slice()
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: read: %w", err)
+	}
+	return parse(res)
+}
+
+// Write implements Store.
+func (l *Redis) Write(ctx context.Context, w Write) error {
+	if len(w.Marks) == 0 {
+		return nil
+	}
+	args := make([]any, 0, 3+4*len(w.Marks))
+	args = append(args, w.Epoch, w.Token, w.Index)
+	var und strings.Builder
+	for s, m := range w.Marks {
+		und.Reset()
+		for i, p := range m.Undone {
+			if i > 0 {
+				und.WriteByte(' ')
+			}
+			und.WriteString(encode(p))
+		}
+		high := m.High
+		if high.Less(m.Low) {
+			high = m.Low
+		}
+		args = append(args, s, encode(m.Low), encode(high), und.String())
+	}
+	res, err := writeScript.Run(ctx, l.c, []string{l.key}, args...).Slice()
+	if err != nil {
+		return fmt.Errorf("checkpoint: write: %w", err)
+	}
+	switch res[0] {
+	case "ok":
+		return nil
+	case "moved":
+		return fmt.Errorf("%w: epoch %d, now %v", ErrMoved, w.Epoch, res[1])
+	default:
+		return fmt.Errorf("%w: index %d of epoch %d held by token %v, this is %d", ErrFenced, w.Index, w.Epoch, res[1], w.Token)
+	}
+}
+
+// parse reads HGETALL's flat reply.
+func parse(flat []any) (*State, error) {
+	all := make(map[string]string, len(flat)/2)
+	for i := 0; i+1 < len(flat); i += 2 {
+		f, _ := flat[i].(string)
+		v, _ := flat[i+1].(string)
+		all[f] = v
+	}
+	st := &State{}
+	if all["cur"] == "" {
+		return st, nil
+	}
+	cur, err := strconv.ParseInt(all["cur"], 10, 64)
+	if err != nil {
+		return nil, fmt.Errorf("%w: cur %q", ErrCorrupt, all["cur"])
+	}
+	byN := map[int64]*Epoch{}
+	for _, h := range strings.Fields(all["hist"]) {
+		n, err := strconv.ParseInt(h, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("%w: hist %q", ErrCorrupt, all["hist"])
+		}
+		e, err := parseHead(all, n)
+		if err != nil {
+			return nil, err
+		}
+		byN[n] = e
+		st.History = append(st.History, e)
+		if n == cur {
+			st.Current = e
+		}
+	}
+	if st.Current == nil {
+		return nil, fmt.Errorf("%w: current epoch %d is not in the history %q", ErrCorrupt, cur, all["hist"])
+	}
+	for f, v := range all {
+		ns, rest, ok := strings.Cut(f, ":")
+		if !ok {
+			continue
+		}
+		n, err := strconv.ParseInt(ns, 10, 64)
+		e := byN[n]
+		if err != nil || e == nil {
+			continue
+		}
+		if err := e.field(rest, v); err != nil {
+			return nil, err
+		}
+	}
+	for _, e := range st.History {
+		e.index()
+	}
+	return st, nil
+}
+
+func parseHead(all map[string]string, n int64) (*Epoch, error) {
+	p := strconv.FormatInt(n, 10) + ":"
+	e := &Epoch{N: n, Marks: map[Slot]Mark{}, Tokens: map[Slot]int64{}, Opened: map[int]int64{}}
+	e.R, _ = strconv.Atoi(all[p+"r"])
+	e.Token, _ = strconv.ParseInt(all[p+"tok"], 10, 64)
+	shards, _ := strconv.Atoi(all[p+"shards"])
+	if e.R < 1 || shards < 1 {
+		return nil, fmt.Errorf("%w: epoch %d is incomplete", ErrCorrupt, n)
+	}
+	e.Start = make([]transport.Position, shards)
+	for s := range shards {
+		x, err := decode(all[p+"start:"+strconv.Itoa(s)])
+		if err != nil {
+			return nil, err
+		}
+		e.Start[s] = x
+	}
+	return e, nil
+}
+
+// field reads one field "kind:..." of the epoch.
+func (e *Epoch) field(rest, v string) error {
+	kind, slot, _ := strings.Cut(rest, ":")
+	ss, ks, two := strings.Cut(slot, ":")
+	s, err1 := strconv.Atoi(ss)
+	k, err2 := strconv.Atoi(ks)
+	switch {
+	case kind == "otok" && err1 == nil:
+		e.Opened[s], _ = strconv.ParseInt(v, 10, 64)
+		return nil
+	case !two || err1 != nil || err2 != nil:
+		return nil // a field of the epoch itself (r, tok, shards, start)
+	}
+	sl := Slot{s, k}
+	m, ok := e.Marks[sl]
+	if !ok && s < len(e.Start) {
+		m = Mark{Low: e.Start[s]}
+	}
+	switch kind {
+	case "pos":
+		x, err := decode(v)
+		if err != nil {
+			return err
+		}
+		m.Low = x
+	case "top":
+		x, err := decode(v)
+		if err != nil {
+			return err
+		}
+		m.High = x
+	case "und":
+		for _, f := range strings.Fields(v) {
+			x, err := decode(f)
+			if err != nil {
+				return err
+			}
+			m.Undone = append(m.Undone, x)
+		}
+	case "ptok":
+		e.Tokens[sl], _ = strconv.ParseInt(v, 10, 64)
+		return nil
+	default:
+		return nil
+	}
+	e.Marks[sl] = m
+	return nil
+}
+
+// index settles the marks read field by field (a High below Low means
+// none was written) and builds the grid Mark reads.
+func (e *Epoch) index() {
+	e.grid = make([][]Mark, len(e.Start))
+	for s := range e.grid {
+		e.grid[s] = make([]Mark, e.R)
+		for k := range e.R {
+			e.grid[s][k] = Mark{Low: e.Start[s], High: e.Start[s]}
+		}
+	}
+	for sl, m := range e.Marks {
+		if m.High.Less(m.Low) {
+			m.High = m.Low
+		}
+		slices.SortFunc(m.Undone, transport.Position.Compare)
+		e.Marks[sl] = m
+		if sl.Shard < len(e.grid) && sl.Index < e.R {
+			e.grid[sl.Shard][sl.Index] = m
+		}
+	}
+}

@@ -1,0 +1,412 @@
+package checkpoint
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/nandi-go/nandi/internal/redistest"
+	"github.com/nandi-go/nandi/transport"
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
+	"pgregory.net/rapid"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// task is one message of the model log.
+type task struct {
+	id       uint64
+	finished bool
+	by       *holder // who finished it last
+	era      int     // the ledger's era when it was finished (a loss starts a new one)
+}
+
+// holder is one lease holder of index k: where it has read each shard to,
+// the tasks it took and has not finished (cut tasks, failing tasks and
+// tasks in flight all look like this), and the mark it last wrote.
+type holder struct {
+	k       int
+	token   int64
+	st      *State
+	cursor  []uint64
+	taken   []map[uint64]bool // per shard: positions taken, unfinished
+	written []Mark
+	crashed bool
+}
+
+// model drives a real ledger with the holders of a group's mappings and
+// keeps the truth: which task is finished, by whom.
+type model struct {
+	t      *rapid.T
+	l      *Redis
+	c      redis.UniversalClient
+	log    [][]*task // per shard
+	r      int
+	token  int64
+	hs     []*holder
+	old    []*holder // the holders of the mapping before: paused, they may still write
+	era    int
+	seen   int64
+	start  []transport.Position
+	offers int
+}
+
+func (m *model) origin() []transport.Position { return make([]transport.Position, len(m.log)) }
+
+// remap opens the ledger for every index of a new mapping.
+func (m *model) remap(r int, tokenStep int64) {
+	m.r = r
+	m.token += tokenStep
+	m.old, m.hs = m.hs, nil
+	for k := range r {
+		req := OpenRequest{Replicas: r, Index: k, Token: m.token, Origin: m.origin(), Seen: m.seen, SeenStart: m.start}
+		st, err := m.l.Open(context.Background(), req)
+		if err != nil {
+			m.t.Fatalf("open %d of %d: %v", k, r, err)
+		}
+		if st.Current.N > m.seen {
+			m.seen, m.start = st.Current.N, slices.Clone(st.Current.Start)
+		}
+		from := st.From(k)
+		h := &holder{k: k, token: m.token, st: st, cursor: make([]uint64, len(m.log)), taken: make([]map[uint64]bool, len(m.log)), written: make([]Mark, len(m.log))}
+		for s := range m.log {
+			h.cursor[s] = from[s].Lo
+			h.taken[s] = map[uint64]bool{}
+			h.written[s] = st.Current.Mark(s, k)
+		}
+		m.hs = append(m.hs, h)
+	}
+}
+
+// progress makes holder h read n messages of shard s, taking those it owns
+// and the ledger does not call done.
+func (m *model) progress(h *holder, s, n int) {
+	for ; n > 0 && h.cursor[s] < uint64(len(m.log[s])); n-- {
+		p := h.cursor[s]
+		x := m.log[s][p]
+		h.cursor[s]++
+		if x.id%uint64(m.r) != uint64(h.k) || h.st.Done(s, transport.Offset(p), x.id) {
+			continue
+		}
+		m.offers++
+		if x.finished && x.era == m.era {
+			// Offered again: only allowed when the holder that finished
+			// it crashed before writing a mark that says so.
+			if b := x.by; !b.crashed || b.written[s].Done(transport.Offset(p)) {
+				m.t.Fatalf("task %d of shard %d (id %d) offered again to %d of %d; finished by index %d (crashed %v, wrote %+v)",
+					p, s, x.id, h.k, m.r, b.k, b.crashed, b.written[s])
+			}
+		}
+		h.taken[s][p] = true
+	}
+}
+
+// finish finishes one task h has taken, any one: tasks finish out of
+// order, and the ones left are cut off or failing.
+func (m *model) finish(h *holder, s int, pick int) {
+	ps := slices.Sorted(mapKeys(h.taken[s]))
+	if len(ps) == 0 {
+		return
+	}
+	p := ps[pick%len(ps)]
+	delete(h.taken[s], p)
+	x := m.log[s][p]
+	x.finished, x.by, x.era = true, h, m.era
+}
+
+func mapKeys(m map[uint64]bool) func(func(uint64) bool) {
+	return func(yield func(uint64) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+// mark is what the consumer's bookkeeping writes for h in shard s.
+func (m *model) mark(h *holder, s int) Mark {
+	ps := slices.Sorted(mapKeys(h.taken[s]))
+	next := transport.Offset(h.cursor[s])
+	if len(ps) == 0 {
+		return Mark{Low: next, High: next}
+	}
+	mk := Mark{Low: transport.Offset(ps[0]), High: next}
+	for _, p := range ps[1:] {
+		if len(mk.Undone) == 3 { // a small cap, to exercise it
+			mk.High = transport.Offset(p)
+			break
+		}
+		mk.Undone = append(mk.Undone, transport.Offset(p))
+	}
+	return mk
+}
+
+func (m *model) write(h *holder) error {
+	marks := map[int]Mark{}
+	for s := range m.log {
+		marks[s] = m.mark(h, s)
+	}
+	err := m.l.Write(context.Background(), Write{Epoch: h.st.Current.N, Token: h.token, Index: h.k, Marks: marks})
+	if err == nil {
+		copy(h.written, slices.Collect(func(yield func(Mark) bool) {
+			for s := range m.log {
+				if !yield(marks[s]) {
+					return
+				}
+			}
+		}))
+	}
+	return err
+}
+
+// TestLedgerNeverOffersFinishedWorkAgain runs a model group against a
+// real ledger: tasks finished out of order, cut off and failing, clean
+// handovers and crashes, mappings of any size, token jumps (a change of
+// Interval), late writes of paused former holders and the loss of the
+// ledger. After a clean handover no finished task is offered again; after
+// a crash, only what the crashed holder had not written; after a loss,
+// tasks may be offered again but none is ever skipped.
+func TestLedgerNeverOffersFinishedWorkAgain(t *testing.T) {
+	srv := redistest.Start(t)
+	c := srv.Client(func(*redis.Options) {})
+	group := 0
+	rapid.Check(t, func(rt *rapid.T) {
+		group++
+		shards := rapid.IntRange(1, 3).Draw(rt, "shards")
+		name := fmt.Sprintf("ledger-%d", group)
+		m := &model{t: rt, l: NewRedis(c, name), c: c, log: make([][]*task, shards), token: 100}
+		m.remap(rapid.IntRange(1, 4).Draw(rt, "r"), 2)
+		rt.Repeat(map[string]func(*rapid.T){
+			"append": func(rt *rapid.T) {
+				s := rapid.IntRange(0, shards-1).Draw(rt, "shard")
+				for range rapid.IntRange(1, 10).Draw(rt, "n") {
+					m.log[s] = append(m.log[s], &task{id: rapid.Uint64Range(0, 30).Draw(rt, "id")})
+				}
+			},
+			"progress": func(rt *rapid.T) {
+				h := m.hs[rapid.IntRange(0, len(m.hs)-1).Draw(rt, "k")]
+				m.progress(h, rapid.IntRange(0, shards-1).Draw(rt, "shard"), rapid.IntRange(1, 8).Draw(rt, "n"))
+			},
+			"finish": func(rt *rapid.T) {
+				h := m.hs[rapid.IntRange(0, len(m.hs)-1).Draw(rt, "k")]
+				m.finish(h, rapid.IntRange(0, shards-1).Draw(rt, "shard"), rapid.IntRange(0, 100).Draw(rt, "pick"))
+			},
+			"checkpoint": func(rt *rapid.T) {
+				if err := m.write(m.hs[rapid.IntRange(0, len(m.hs)-1).Draw(rt, "k")]); err != nil {
+					rt.Fatalf("write: %v", err)
+				}
+			},
+			"clean handover": func(rt *rapid.T) {
+				for _, h := range m.hs {
+					if err := m.write(h); err != nil {
+						rt.Fatalf("write: %v", err)
+					}
+				}
+				m.remap(rapid.IntRange(1, 4).Draw(rt, "r"), 2)
+			},
+			"crash and handover": func(rt *rapid.T) {
+				crashed := m.hs[rapid.IntRange(0, len(m.hs)-1).Draw(rt, "k")]
+				crashed.crashed = true
+				for _, h := range m.hs {
+					if h != crashed {
+						if err := m.write(h); err != nil {
+							rt.Fatalf("write: %v", err)
+						}
+					}
+				}
+				m.remap(rapid.IntRange(1, 4).Draw(rt, "r"), 2)
+			},
+			"settings change": func(rt *rapid.T) {
+				// Tokens of a group restarted with another Interval: larger
+				// by an arbitrary amount.
+				for _, h := range m.hs {
+					if err := m.write(h); err != nil {
+						rt.Fatalf("write: %v", err)
+					}
+				}
+				m.remap(rapid.IntRange(1, 4).Draw(rt, "r"), rapid.Int64Range(2, 1<<40).Draw(rt, "jump"))
+			},
+			"late write of a paused holder": func(rt *rapid.T) {
+				if len(m.old) == 0 {
+					rt.Skip("no former holder")
+				}
+				h := m.old[rapid.IntRange(0, len(m.old)-1).Draw(rt, "k")]
+				err := m.write(h)
+				if err == nil && h.st.Current.N == m.hs[0].st.Current.N {
+					// Same epoch, same index: the newer holder opened it, so
+					// the old one's write must be fenced.
+					for _, x := range m.hs {
+						if x.k == h.k {
+							rt.Fatalf("a former holder of index %d (token %d) wrote the epoch its successor (token %d) opened", h.k, h.token, x.token)
+						}
+					}
+				}
+				if err != nil && !errors.Is(err, ErrMoved) && !errors.Is(err, ErrFenced) {
+					rt.Fatalf("late write: %v", err)
+				}
+			},
+			"ledger lost": func(rt *rapid.T) {
+				if err := m.c.Del(context.Background(), Key(name)).Err(); err != nil {
+					rt.Fatal(err)
+				}
+				m.era++
+				for _, h := range m.hs {
+					h.crashed = true // their marks are gone
+				}
+				m.remap(rapid.IntRange(1, 4).Draw(rt, "r"), 2)
+				if !m.hs[0].st.Lost {
+					rt.Fatalf("the ledger was deleted but Open did not report it lost")
+				}
+			},
+			"": func(rt *rapid.T) {
+				// Nothing is lost: every task not yet finished is taken by
+				// its owner, or ahead of its owner's cursor and not called
+				// done.
+				for s, sh := range m.log {
+					for p, x := range sh {
+						if x.finished {
+							continue
+						}
+						h := m.hs[x.id%uint64(m.r)]
+						if h.taken[s][uint64(p)] {
+							continue
+						}
+						if h.cursor[s] > uint64(p) || h.st.Done(s, transport.Offset(uint64(p)), x.id) {
+							rt.Fatalf("task %d of shard %d (id %d) will never be offered to its owner, %d of %d", p, s, x.id, h.k, m.r)
+						}
+					}
+				}
+			},
+		})
+	})
+}
+
+func TestOpenRefusesAnOlderMappingAndWriteIsFenced(t *testing.T) {
+	srv := redistest.Start(t)
+	l := NewRedis(srv.Client(func(*redis.Options) {}), "fence")
+	ctx := context.Background()
+	origin := []transport.Position{{}, {}}
+	open := func(r, k int, tok int64) (*State, error) {
+		return l.Open(ctx, OpenRequest{Replicas: r, Index: k, Token: tok, Origin: origin})
+	}
+	st, err := open(3, 0, 10)
+	if err != nil || !st.Created || st.Current.N != 1 {
+		t.Fatalf("first Open = %+v, %v; want epoch 1 created", st, err)
+	}
+	if _, err := open(2, 1, 14); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := open(3, 0, 12); !errors.Is(err, ErrStale) {
+		t.Fatalf("Open by an older lease of another mapping = %v; want ErrStale", err)
+	}
+	one := map[int]Mark{0: {Low: transport.Offset(5), High: transport.Offset(5)}}
+	if err := l.Write(ctx, Write{Epoch: 1, Token: 12, Index: 0, Marks: one}); !errors.Is(err, ErrMoved) {
+		t.Fatalf("Write to a past epoch = %v; want ErrMoved", err)
+	}
+	if err := l.Write(ctx, Write{Epoch: 2, Token: 16, Index: 1, Marks: one}); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Write(ctx, Write{Epoch: 2, Token: 15, Index: 1, Marks: one}); !errors.Is(err, ErrFenced) {
+		t.Fatalf("Write by an older holder of the index = %v; want ErrFenced", err)
+	}
+	st, _ = l.Read(ctx)
+	if got := st.Current.At(0, 1); got != transport.Offset(5) {
+		t.Fatalf("position of index 1 in shard 0 = %v; want 5", got)
+	}
+}
+
+// A paused former holder's late write, landing after its successor opened
+// the epoch but before the successor wrote anything, is refused: the
+// checkpoint never goes backwards, nor forward on a stale holder's word.
+func TestOpenFencesTheFormerHolder(t *testing.T) {
+	srv := redistest.Start(t)
+	l := NewRedis(srv.Client(func(*redis.Options) {}), "late")
+	ctx := context.Background()
+	origin := []transport.Position{{}}
+	if _, err := l.Open(ctx, OpenRequest{Replicas: 1, Token: 10, Origin: origin}); err != nil {
+		t.Fatal(err)
+	}
+	at := func(n uint64) map[int]Mark { return map[int]Mark{0: {Low: transport.Offset(n), High: transport.Offset(n)}} }
+	if err := l.Write(ctx, Write{Epoch: 1, Token: 10, Marks: at(5)}); err != nil {
+		t.Fatal(err)
+	}
+	// The successor (same mapping) opens; the old holder wakes and writes.
+	if _, err := l.Open(ctx, OpenRequest{Replicas: 1, Token: 20, Origin: origin}); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Write(ctx, Write{Epoch: 1, Token: 10, Marks: at(9)}); !errors.Is(err, ErrFenced) {
+		t.Fatalf("late write after the successor opened = %v; want ErrFenced", err)
+	}
+	// The successor's own writes never go backwards.
+	if err := l.Write(ctx, Write{Epoch: 1, Token: 20, Marks: at(7)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Write(ctx, Write{Epoch: 1, Token: 20, Marks: at(6)}); err != nil {
+		t.Fatal(err)
+	}
+	st, _ := l.Read(ctx)
+	if got := st.Current.At(0, 0); got != transport.Offset(7) {
+		t.Fatalf("checkpoint after a lower write = %v; want 7 (never backwards)", got)
+	}
+}
+
+// A mark records the work finished above the watermark, and the skip rule
+// reads it back exactly.
+func TestMarkRoundTrip(t *testing.T) {
+	srv := redistest.Start(t)
+	l := NewRedis(srv.Client(func(*redis.Options) {}), "marks")
+	ctx := context.Background()
+	if _, err := l.Open(ctx, OpenRequest{Replicas: 2, Token: 10, Origin: []transport.Position{{}}}); err != nil {
+		t.Fatal(err)
+	}
+	mk := Mark{Low: transport.Offset(3), High: transport.Offset(10), Undone: []transport.Position{transport.Offset(5), transport.Offset(8)}}
+	if err := l.Write(ctx, Write{Epoch: 1, Token: 10, Index: 1, Marks: map[int]Mark{0: mk}}); err != nil {
+		t.Fatal(err)
+	}
+	st, err := l.Read(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := st.Current.Mark(0, 1)
+	if !slices.Equal(got.Undone, mk.Undone) || got.Low != mk.Low || got.High != mk.High {
+		t.Fatalf("mark read back %+v; want %+v", got, mk)
+	}
+	var done []uint64
+	for p := range uint64(12) {
+		if st.Done(0, transport.Offset(p), 1) { // id 1: index 1 of 2
+			done = append(done, p)
+		}
+	}
+	if want := []uint64{0, 1, 2, 4, 6, 7, 9}; !slices.Equal(done, want) {
+		t.Errorf("done positions %v; want %v", done, want)
+	}
+}
+
+// The ledger vanishing between the steps of opening a term cannot happen:
+// Open is one script. A ledger deleted just before Open is recreated (and
+// reported lost to a worker that had seen it), never a panic.
+func TestOpenAfterTheLedgerVanished(t *testing.T) {
+	srv := redistest.Start(t)
+	c := srv.Client(func(*redis.Options) {})
+	l := NewRedis(c, "vanish")
+	ctx := context.Background()
+	st, err := l.Open(ctx, OpenRequest{Replicas: 1, Token: 10, Origin: []transport.Position{{}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Write(ctx, Write{Epoch: 1, Token: 10, Marks: map[int]Mark{0: {Low: transport.Offset(40), High: transport.Offset(40)}}}); err != nil {
+		t.Fatal(err)
+	}
+	c.Del(ctx, Key("vanish"))
+	st, err = l.Open(ctx, OpenRequest{Replicas: 1, Token: 11, Origin: []transport.Position{transport.Offset(100)}, Seen: st.Current.N, SeenStart: []transport.Position{transport.Offset(30)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !st.Lost || st.Current.N != 2 || st.From(0)[0] != transport.Offset(30) {
+		t.Fatalf("Open after the loss: lost %v, epoch %d, from %v; want lost, epoch 2, from 30 (the seen start, not the origin 100)", st.Lost, st.Current.N, st.From(0))
+	}
+}

@@ -1,0 +1,163 @@
+package consumer
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"github.com/nandi-go/nandi/checkpoint"
+	"github.com/nandi-go/nandi/transport"
+)
+
+// shardTrack knows, for one shard of the index held, the tasks taken and
+// not finished, in position order, and where reading has got to. Its
+// watermark is the position below which every task of the index is done:
+// the first unfinished task, or the position after the last message read.
+// Its mark (what a checkpoint records) adds that everything between the
+// watermark and the position after the last message read is done but the
+// unfinished tasks: a task cut off at a handover, or stuck failing, costs
+// only itself. Finished tasks leave the list at once, so its size is the
+// number of unfinished tasks (at most MaxPending), however long the first
+// of them keeps failing.
+type shardTrack struct {
+	next       transport.Position // after the last message read
+	head, tail *task              // unfinished, in position order
+	n          int
+	written    checkpoint.Mark // the mark last written
+}
+
+func (s *shardTrack) add(t *task) {
+	t.before, t.after = s.tail, nil
+	if s.tail != nil {
+		s.tail.after = t
+	} else {
+		s.head = t
+	}
+	s.tail = t
+	s.n++
+}
+
+func (s *shardTrack) remove(t *task) {
+	if t.before != nil {
+		t.before.after = t.after
+	} else {
+		s.head = t.after
+	}
+	if t.after != nil {
+		t.after.before = t.before
+	} else {
+		s.tail = t.before
+	}
+	t.before, t.after = nil, nil
+	s.n--
+}
+
+func (s *shardTrack) watermark() transport.Position {
+	if s.head != nil {
+		return s.head.m.Position
+	}
+	return s.next
+}
+
+// mark is what a checkpoint records of the shard: the watermark, and above
+// it the unfinished tasks up to checkpoint.MaxUndone of them (beyond, High
+// stops at the first one not listed).
+func (s *shardTrack) mark() checkpoint.Mark {
+	if s.head == nil {
+		return checkpoint.Mark{Low: s.next, High: s.next}
+	}
+	m := checkpoint.Mark{Low: s.head.m.Position, High: s.next}
+	for t := s.head.after; t != nil; t = t.after {
+		if len(m.Undone) == checkpoint.MaxUndone {
+			m.High = t.m.Position
+			break
+		}
+		m.Undone = append(m.Undone, t.m.Position)
+	}
+	return m
+}
+
+func sameMark(a, b checkpoint.Mark) bool {
+	return a.Low == b.Low && a.High == b.High && slices.Equal(a.Undone, b.Undone)
+}
+
+// finish takes a finished task out of its shard's unfinished list; the
+// CheckpointEvery'th since the last write asks intake for one.
+func (tr *term) finish(t *task) {
+	tr.mu.Lock()
+	tr.shards[t.m.Shard].remove(t)
+	tr.since++
+	full := tr.since >= tr.c.opts.CheckpointEvery
+	tr.mu.Unlock()
+	if full {
+		select {
+		case tr.flush <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// writeCheckpoint writes the marks that moved since the last write. A
+// failure is logged once per spell; the next write carries the same marks
+// or later ones.
+func (c *Consumer) writeCheckpoint(tr *term) {
+	tr.mu.Lock()
+	marks := map[int]checkpoint.Mark{}
+	for s, sh := range tr.shards {
+		if m := sh.mark(); !sameMark(m, sh.written) {
+			marks[s] = m
+		}
+	}
+	tr.since = 0
+	tr.mu.Unlock()
+	if len(marks) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), c.lease.Options().Interval)
+	defer cancel()
+	w := checkpoint.Write{Epoch: tr.st.Current.N, Token: tr.a.Token, Index: tr.a.Index, Marks: marks}
+	if err := c.ledger.Write(ctx, w); err != nil {
+		c.stats.checkpointFailures.Add(1)
+		if c.writing.fail() {
+			tr.log.Warn("checkpoint writes failing", "err", err)
+		}
+		return
+	}
+	if n, lasted, ok := c.writing.end(); ok {
+		tr.log.Info("checkpoint writes recovered", "failures", n, "after", lasted)
+	}
+	c.stats.checkpoints.Add(1)
+	tr.mu.Lock()
+	for s, m := range marks {
+		tr.shards[s].written = m
+	}
+	tr.mu.Unlock()
+	c.trim(ctx, tr)
+}
+
+// trim lets a log that can drop finished entries (transport.Trimmer) drop
+// those below every index's checkpoint in the current epoch: no holder
+// reads below its own, and a new epoch starts at their minimum. Index 0's
+// holder does it, at most once an interval.
+func (c *Consumer) trim(ctx context.Context, tr *term) {
+	tm, ok := c.src.(transport.Trimmer)
+	if !ok || tr.a.Index != 0 || time.Since(c.lastTrim) < c.lease.Options().Interval {
+		return
+	}
+	c.lastTrim = time.Now()
+	st, err := c.ledger.Read(ctx)
+	if err != nil || st.Current == nil || st.Current.N != tr.st.Current.N {
+		return
+	}
+	for s := range st.Current.Start {
+		low := st.Current.At(s, 0)
+		for k := 1; k < st.Current.R; k++ {
+			if p := st.Current.At(s, k); p.Less(low) {
+				low = p
+			}
+		}
+		if err := tm.Trim(ctx, s, low); err != nil {
+			tr.log.Warn("trim failed", "shard", s, "err", err)
+		}
+	}
+}

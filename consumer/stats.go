@@ -1,0 +1,89 @@
+package consumer
+
+import (
+	"sync/atomic"
+	"time"
+
+	"github.com/nandi-go/nandi/internal/hist"
+)
+
+// Stats counts what a Consumer did. Counts are since New; gauges are now.
+type Stats struct {
+	Handled     int64 // tasks whose handler succeeded
+	NotOwned    int64 // messages skipped as another index's
+	DoneBefore  int64 // messages skipped as finished by an earlier epoch
+	Failed      int64 // failed attempts (a panic is one)
+	DeadLetters int64 // tasks given to DeadLetter successfully
+	Skipped     int64 // tasks that could not succeed (ErrPermanent) with no DeadLetter: skipped and logged
+	Abandoned   int64 // tasks not done when their term ended (done again by the next holder)
+	Unowned     int64 // messages of a source that is not a log read while holding nothing: lost (NATS core)
+	Checkpoints int64 // checkpoint writes
+	Terms       int64 // terms served
+
+	Panics             int64 // calls into user code that panicked (handler, DeadLetter, OnError, ID)
+	FetchFailures      int64 // failed fetches (retried with backoff)
+	OpenFailures       int64 // failed opens of the checkpoints or the source (retried while the term lasts)
+	CheckpointFailures int64 // failed checkpoint writes (the next write carries them)
+	BadShard           int64 // messages from a shard the source did not describe (a transport bug; not taken)
+	OverdueTotal       int64 // handlers that outlived their term (see Overdue)
+	LedgerLosses       int64 // opens that found the checkpoint ledger gone or behind what this worker had seen
+
+	InFlight int64 // calls into user code running now, overdue ones included
+	// Overdue is how many handlers are still running after the end of
+	// their term, their context ended: the worker went on without them,
+	// and the next holder may run their tasks meanwhile.
+	Overdue int64
+	// Unserved is true while a term is held but its checkpoints or its
+	// source cannot be opened (the consumer retries while the term lasts).
+	Unserved bool
+	// Pending is how many tasks of the term being served are taken and not
+	// finished: queued, running or waiting to retry (at most MaxPending).
+	Pending int64
+	// Oldest is, per shard of the term being served, how long its oldest
+	// unfinished task has waited since it was taken (0 when none); nil
+	// when nothing is being served. A task that keeps failing shows here.
+	Oldest []time.Duration
+
+	// Drains is how long each drain took: from stopping intake to the last
+	// handler's return and the last checkpoint write (at every change of
+	// mapping, and at shutdown).
+	Drains hist.Snapshot
+}
+
+type stats struct {
+	handled, notOwned, doneBefore, failed, deadLetters, skipped, abandoned, unowned, checkpoints, terms atomic.Int64
+	panics, fetchFailures, openFailures, checkpointFailures, badShard, overdueTotal, ledgerLosses       atomic.Int64
+}
+
+// Stats returns the counts so far.
+func (c *Consumer) Stats() Stats {
+	s := &c.stats
+	out := Stats{
+		Handled: s.handled.Load(), NotOwned: s.notOwned.Load(), DoneBefore: s.doneBefore.Load(),
+		Failed: s.failed.Load(), DeadLetters: s.deadLetters.Load(), Skipped: s.skipped.Load(),
+		Abandoned: s.abandoned.Load(), Unowned: s.unowned.Load(), Checkpoints: s.checkpoints.Load(), Terms: s.terms.Load(),
+		Panics: s.panics.Load(), FetchFailures: s.fetchFailures.Load(), OpenFailures: s.openFailures.Load(),
+		CheckpointFailures: s.checkpointFailures.Load(), BadShard: s.badShard.Load(), OverdueTotal: s.overdueTotal.Load(),
+		LedgerLosses: s.ledgerLosses.Load(),
+		InFlight:     c.running.Load(), Overdue: c.overdue.Load(),
+		Drains: c.drains.Snapshot(),
+	}
+	if c.unserved.Load() {
+		_, out.Unserved = c.lease.Current()
+	}
+	if tr := c.cur.Load(); tr != nil {
+		now := time.Now()
+		tr.mu.Lock()
+		if tr.shards != nil {
+			out.Oldest = make([]time.Duration, len(tr.shards))
+			for i, sh := range tr.shards {
+				out.Pending += int64(sh.n)
+				if sh.head != nil {
+					out.Oldest[i] = now.Sub(sh.head.taken)
+				}
+			}
+		}
+		tr.mu.Unlock()
+	}
+	return out
+}

@@ -1,0 +1,75 @@
+package consumer
+
+import (
+	"time"
+
+	"github.com/nandi-go/nandi/transport"
+)
+
+// task is one owned message of a term, from intake until it finishes or
+// the term hands it back unfinished.
+type task struct {
+	m     *transport.Message
+	id    uint64
+	err   error // a permanent failure known at intake (Message.Err, an ID error)
+	tr    *term
+	taken time.Time
+
+	// Failure policy, used by the goroutine running its attempts.
+	attempts int
+	backoff  time.Duration
+	lastErr  error
+	dead     bool // gone to the dead-letter path: DeadLetter is what is retried
+	failing  bool // counted in Consumer.failingTasks
+
+	before, after *task // its shard's unfinished list, under tr.mu
+}
+
+// outcome is how an attempt ended.
+type outcome uint8
+
+const (
+	outHandled outcome = iota
+	outDeadLettered
+	outSkipped
+	outRetry
+	outLeave
+)
+
+// settle does the bookkeeping of an attempt that ended while its worker
+// was not detached, and returns what the scheduler does next.
+func (c *Consumer) settle(t *task, out outcome) verdict {
+	switch out {
+	case outRetry:
+		return again
+	case outLeave:
+		return leave
+	}
+	switch out {
+	case outHandled:
+		c.stats.handled.Add(1)
+	case outDeadLettered:
+		c.stats.deadLetters.Add(1)
+	case outSkipped:
+		c.stats.skipped.Add(1)
+	}
+	c.notFailing(t)
+	if t.m.Ack != nil {
+		t.m.Ack()
+	}
+	t.tr.finish(t)
+	return finished
+}
+
+// abandon hands back tasks a term did not finish: queued, waiting to retry,
+// cut off by the lease, or overdue. A log reads them again from the
+// checkpoint (which never passed them); other sources have given them up.
+func (c *Consumer) abandon(ts []*task) {
+	for _, t := range ts {
+		c.stats.abandoned.Add(1)
+		c.notFailing(t)
+		if t.m.Ack != nil {
+			t.m.Ack()
+		}
+	}
+}

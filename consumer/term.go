@@ -1,0 +1,167 @@
+package consumer
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nandi-go/nandi/checkpoint"
+	"github.com/nandi-go/nandi/drain"
+	"github.com/nandi-go/nandi/partition"
+	"github.com/nandi-go/nandi/transport"
+)
+
+// term is one term of the lease being served: from the moment the lease
+// issues it to the end of its drain. Everything a term starts is joined or
+// detached by the end of serve.
+type term struct {
+	c    *Consumer
+	t    *partition.Term
+	a    partition.Assignment
+	info transport.Info
+	log  *slog.Logger
+
+	// ctx is the handlers': it ends when the lease runs out (its deadline
+	// passes with no renewal) or, at shutdown, at ShutdownTimeout.
+	ctx    context.Context
+	cancel context.CancelFunc
+	// taking ends when the term stops taking work: the term ended, Run's
+	// context ended, or the lease stopped. No attempt starts after it.
+	taking     context.Context
+	stopTaking context.CancelFunc
+	over       atomic.Bool  // taking has ended (read on the per-task path)
+	pauseAt    atomic.Int64 // unix ns: from then until a renewal, nothing starts
+
+	gate drain.Gate // the attempts running: the drain waits for them
+	s    *sched
+
+	mu      sync.Mutex
+	st      *checkpoint.State // logs only
+	shards  []*shardTrack     // nil until the log is open
+	since   int               // tasks finished since the last checkpoint write
+	flush   chan struct{}     // capacity 1: CheckpointEvery tasks finished
+	batch   []*task           // intake's scratch: the owned tasks of a batch
+	batchAt []int             // and the index of each in its batch
+
+	done chan struct{} // closed when serve is done: the watcher returns
+	wg   sync.WaitGroup
+}
+
+func (c *Consumer) newTerm(runCtx, loop context.Context, t *partition.Term, info transport.Info) *term {
+	a := t.Assignment()
+	tr := &term{
+		c: c, t: t, a: a, info: info,
+		log:   c.log.With("index", a.Index, "replicas", a.Replicas, "token", a.Token),
+		flush: make(chan struct{}, 1),
+		done:  make(chan struct{}),
+	}
+	tr.ctx, tr.cancel = context.WithCancel(context.WithoutCancel(runCtx))
+	tr.taking, tr.stopTaking = context.WithCancel(loop)
+	tr.s = newSched(c.opts.Concurrency, c.opts.MaxPending, c.execute)
+	tr.setPause()
+	tr.wg.Go(func() { tr.watch(loop) })
+	return tr
+}
+
+// pauseLead is how much earlier than DrainTimeout before the deadline
+// intake and task starts pause: with the default DrainTimeout (the gap),
+// the pause then begins before the renewing registration is sent, so no
+// task starts in the instant a registration may end the term.
+const pauseLead = time.Millisecond
+
+func (tr *term) setPause() {
+	tr.pauseAt.Store(tr.t.Deadline().Add(-tr.c.opts.DrainTimeout - pauseLead).UnixNano())
+}
+
+// stop ends taking: intake returns, no attempt starts, a push waiting for
+// room gives up.
+func (tr *term) stop() {
+	tr.over.Store(true)
+	tr.stopTaking()
+	tr.s.halt()
+}
+
+// watch follows the lease for the term: each renewal moves the pause;
+// the term's end, or the end of Run's context or of the lease, stops
+// taking; the deadline passing with no renewal ends the handlers' context.
+func (tr *term) watch(loop context.Context) {
+	timer := time.NewTimer(time.Until(tr.t.Deadline()))
+	defer timer.Stop()
+	ended, stopping := tr.t.Done(), loop.Done()
+	for {
+		var renewal <-chan struct{}
+		if ended != nil {
+			renewal = tr.t.Renewal()
+		}
+		select {
+		case <-ended:
+			ended = nil
+			tr.stop()
+		case <-stopping:
+			stopping = nil
+			tr.stop()
+		case <-renewal:
+			if !isDone(tr.t.Done()) {
+				tr.setPause()
+				timer.Reset(time.Until(tr.t.Deadline()))
+			}
+		case <-timer.C:
+			d := tr.t.Deadline()
+			if !time.Now().Before(d) {
+				tr.stop()
+				tr.cancel()
+				return
+			}
+			timer.Reset(time.Until(d))
+		case <-tr.done:
+			return
+		}
+	}
+}
+
+// mayStart reports whether work may start now: the term takes work, and
+// it is not within DrainTimeout of a deadline the renewal has not moved
+// yet (then it waits for the renewal). The common case is one clock read
+// and two atomic loads.
+func (tr *term) mayStart() bool {
+	if tr.over.Load() {
+		return false
+	}
+	if time.Now().UnixNano() < tr.pauseAt.Load() {
+		return true
+	}
+	for {
+		renewal := tr.t.Renewal()
+		if tr.over.Load() || !tr.t.Held() {
+			return false
+		}
+		if time.Until(tr.t.Deadline()) >= tr.c.opts.DrainTimeout+pauseLead {
+			return true
+		}
+		select {
+		case <-renewal:
+		case <-tr.taking.Done():
+			return false
+		}
+	}
+}
+
+// close ends what the term started (its watcher) and its handlers'
+// context.
+func (tr *term) close() {
+	close(tr.done)
+	tr.wg.Wait()
+	tr.cancel()
+	tr.stopTaking()
+}
+
+func isDone(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
