@@ -11,67 +11,105 @@
 // Run runs the lease itself. The task id of a message is ID(m.Key): a
 // decimal key is its number, any other key its 64-bit FNV-1a hash.
 //
+// # Lifecycle
+//
+// New does no I/O. Run describes the source, starts the lease, and serves
+// one term after another until its context ends; then it drains and
+// returns. Every goroutine Run starts has returned when Run returns, with
+// one exception it cannot avoid: a handler (or DeadLetter, or OnError) that
+// never returns, which is left running and counted (Stats.Overdue). Run
+// may be called once.
+//
 // # A term, from start to end
 //
 // When the lease issues a term (Index, Replicas, Token), the consumer opens
-// the source (for a log, from the checkpoints below) and takes messages:
-// one it does not own is skipped (and acknowledged, for sources that want
-// that); one it owns is queued behind the earlier tasks of its id and run
-// by one of Concurrency goroutines. Different ids run in parallel; one id
-// never runs twice at once.
+// the source (for a log, from the checkpoints below; opening is retried
+// with backoff for as long as the term lasts, and Stats.Unserved says so)
+// and takes messages: one it does not own is skipped (and acknowledged,
+// for sources that want that); one it owns is queued behind the earlier
+// tasks of its id and run by one of Concurrency goroutines. Different ids
+// run in parallel; one id never runs twice at once. At most MaxPending
+// tasks are taken and unfinished at once; intake waits beyond that.
 //
-// Intake and task starts pause when less than DrainTimeout is left before
-// the lease's deadline, until the renewal comes; by default that is just
-// before each renewing registration, for its round trip, so that no task
-// starts in the instant a registration may end the term. A handler's
+// No task starts (and intake pauses) when less than DrainTimeout is left
+// before the lease's deadline, until the renewal comes; by default that is
+// just before each renewing registration, for its round trip, so that no
+// task starts in the instant a registration may end the term. A handler's
 // context ends when the lease runs out.
 //
 // When the term ends (the mapping changed, or the lease ran out) or Run's
-// context ends, the consumer drains with package drain: it stops taking,
-// lets the handlers running finish by the lease's deadline (no other holder
-// can start on their tasks before it), writes its last checkpoints, and
-// then takes the next term. Tasks queued but not started are left for the
-// next holder; a handler still running at the deadline has its context
-// cancelled, and its task is done again by the next holder. On shutdown
-// the lease is still held and renewed while the drain runs (bounded by
-// ShutdownTimeout), and is stopped after it.
+// context ends, the consumer drains with a drain.Gate: it stops starting
+// attempts, writes its checkpoints, waits for the attempts running until
+// the lease's deadline (at shutdown, until ShutdownTimeout; the lease is
+// held and renewed meanwhile), writes its checkpoints again and takes the
+// next term. Tasks queued, or waiting between attempts, are left to the
+// next holder: they are not done, so no checkpoint passes them.
+//
+// # Handlers that outlive their term
+//
+// A handler still running at the deadline has its context cancelled; one
+// that has not returned 100ms later is overdue: the worker counts it
+// (Stats.Overdue, Stats.OverdueTotal), logs its key at Warn, and goes on
+// with its next term without it, and at shutdown Run returns within
+// ShutdownTimeout whatever handlers do. The task belongs to its next owner,
+// who may run it while the overdue handler still runs. Only a fencing
+// token keeps such a late effect out: check Assignment.Token where the
+// effect is written (a SET guarded by the token, or SQL
+// "WHERE token <= $1").
 //
 // # Checkpoints: handing a log over without doing its work twice
 //
-// For a log (Info.Log), the group keeps checkpoints in the lease's Redis,
-// in one hash under the group's hash tag ({Name}:ledger): per mapping epoch
-// (its replicas), per shard, per index, the position below which every
-// task of that index is done. A term with the current epoch's replicas
-// continues its index's position; a term with new replicas creates the next
-// epoch, which starts each shard at the old epoch's lowest position and
-// skips every task that an epoch still in the history had finished. A write
-// names its epoch and token and is refused once the epoch has moved on or a
-// newer holder of the index has written, so a worker that wakes late cannot
-// overwrite what the next mapping derived.
-//
-// A checkpoint never passes a task that is not done: per shard it is the
-// first unfinished task taken, or the position after the last message
-// read. Checkpoints are written every CheckpointInterval or
-// CheckpointEvery tasks, and at every drain. So after a clean handover
-// (a change of mapping, a SIGTERM) nothing is done twice, and after a crash
-// only what came after the crashed worker's last checkpoint is done again.
-// A group with no checkpoints starts at the beginning of the log, or at its
-// end with StartAtEnd.
+// For a log (Info.Log) the group keeps checkpoints in a checkpoint.Store
+// (Options.Checkpoints; by default the Redis ledger beside the lease, one
+// hash {Name}:ledger): per mapping epoch, per shard, per index, a
+// checkpoint.Mark. Its Low is the first unfinished task of that index (or
+// the position after the last message read), and above it the mark
+// records that everything up to the last message read is done but the
+// tasks still unfinished: a task cut off at a handover, or one that keeps
+// failing, costs only itself. A term with the current epoch's replicas
+// continues its index's marks; a term with new replicas creates the next
+// epoch, which starts each shard at the old epoch's lowest Low and skips
+// every task an epoch still in the history had finished. Writes are fenced
+// by epoch and token, so a worker that wakes late cannot overwrite what
+// the next holder derived. Marks are written every CheckpointInterval or
+// CheckpointEvery tasks, and twice at every drain. So after a clean
+// handover (a change of mapping, a SIGTERM) nothing is done twice, and
+// after a crash only what the crashed worker finished after its last write
+// is done again. A group with no checkpoints starts at the beginning of
+// the log, or at its end with StartAtEnd; a ledger lost later is recreated
+// from the newest epoch this worker saw, never from StartAtEnd (and
+// counted in Stats.LedgerLosses).
 //
 // # Failures
 //
-// A handler error is retried with backoff (RetryMin doubling to RetryMax),
-// never skipped: by default for as long as the lease is held, each failure
-// reported to OnError and logged, the task blocking its id and its shard's
-// checkpoint; with MaxAttempts, the task goes to DeadLetter after that many
-// failures and counts as done once DeadLetter succeeds. A task cut off by
-// the lease is not a failure: it is left for the next holder.
+// User code is treated as hostile: the handler, DeadLetter, OnError and
+// Options.ID are each called with a recover, and a panic becomes a
+// *PanicError (errors.Is ErrPanicked) with the stack, logged at Error: for
+// the handler, a failed attempt like any other.
+//
+// A failed attempt is retried with backoff (RetryMin doubling to
+// RetryMax). Waiting between attempts blocks the task's id, nothing else:
+// no goroutine waits with it, other ids keep flowing and keep being
+// checkpointed, and Stats.Oldest (the age of the oldest unfinished task
+// per shard) shows the task that keeps failing. By default a task is
+// retried for as long as the lease is held; with MaxAttempts it goes to
+// DeadLetter after that many failures and is done once DeadLetter
+// succeeds (DeadLetter itself is retried). A failure that cannot succeed
+// is not retried: an error marked with Permanent, a message the source
+// could not make a task of (transport.Message.Err) and an Options.ID error
+// go to DeadLetter at once when one is set, and are otherwise skipped,
+// logged at Warn with their shard and position, and counted
+// (Stats.Skipped). A task cut off by the lease is not a failure: it is left
+// for the next holder.
+//
+// Failing tasks, fetches, opens and checkpoint writes are logged once per
+// spell (a Warn when the trouble starts, an Info when it ends), never once
+// per retry or per message; OnError sees every failed attempt.
 //
 // # What it assumes
 //
 // The guarantees of package partition, and handlers that honour their
-// context: a handler that goes on after its context has ended can finish a
-// task that now belongs to someone else. Effects that must never be
-// applied twice should also check Assignment.Token (a fencing token)
-// where they are written.
+// context (see above for what happens when they do not). A failing id's
+// later tasks wait behind it and count toward MaxPending: when they fill
+// it, intake waits, and memory stays bounded.
 package consumer

@@ -129,6 +129,14 @@ func (c *Consumer) invoke(w *worker, t *task, what userCall) (err error, attache
 		}
 		return errGateClosed, true
 	}
+	if isDone(tr.t.Done()) { // the term ended since mayStart: start nothing more
+		tr.gate.Leave()
+		if !w.end() {
+			c.overdue.Add(-1)
+			return nil, false
+		}
+		return errGateClosed, true
+	}
 	c.running.Add(1)
 	switch what {
 	case callHandler:

@@ -33,28 +33,33 @@ type Options struct {
 	// done again by the next holder.
 	DrainTimeout time.Duration
 
-	// ID returns a message's task id. Default: ID(m.Key). An error sends
-	// the message to the failure policy with that error, never to the
-	// handler, and its owner is then ID(m.Key).
+	// ID returns a message's task id. Default: ID(m.Key). An error (or a
+	// panic) makes the message a permanent failure (see ErrPermanent): it
+	// goes to DeadLetter, or is skipped, never to the handler, and its
+	// owner is then ID(m.Key).
 	ID func(m *transport.Message) (uint64, error)
 
 	// RetryMin and RetryMax bound the backoff between attempts of a failed
 	// task: it doubles from RetryMin (default 50ms) to RetryMax (default 5s,
-	// or RetryMin when that is longer).
+	// or RetryMin when that is longer). A task waiting to retry blocks its
+	// id only; no goroutine waits with it, and a drain does not wait for
+	// it.
 	RetryMin, RetryMax time.Duration
 
 	// MaxAttempts is the failure policy. 0 (the default): a failing task is
-	// retried for as long as the lease is held, each failure reported to
-	// OnError and logged, and it blocks its id (per-id order) and the
-	// checkpoint of its shard: nothing is skipped. N > 0: after N failed
-	// attempts the task goes to DeadLetter, which is required; when
-	// DeadLetter returns nil the task is done, otherwise DeadLetter itself
-	// is retried.
+	// retried for as long as the lease is held, and blocks the later tasks
+	// of its id (per-id order) but nothing else: other ids keep flowing
+	// and keep being checkpointed. N > 0: after N failed attempts the task
+	// goes to DeadLetter, which is required. Whatever MaxAttempts, a
+	// permanent failure (ErrPermanent: Permanent, Message.Err, an ID error)
+	// goes to DeadLetter at once, or is skipped, logged and counted when
+	// DeadLetter is nil. When DeadLetter returns nil the task is done;
+	// otherwise DeadLetter itself is retried with the same backoff.
 	MaxAttempts int
 	DeadLetter  func(ctx context.Context, m *transport.Message, err error) error
 
-	// OnError, if set, is called after every failed attempt (from the
-	// handler's goroutine).
+	// OnError, if set, is called after every failed attempt, from the
+	// handler's goroutine; a panic in it is recovered and logged.
 	OnError func(m *transport.Message, attempt int, err error)
 
 	// StartAtEnd makes a group with no checkpoints start at the end of the
@@ -67,12 +72,17 @@ type Options struct {
 	CheckpointInterval time.Duration
 	CheckpointEvery    int
 
-	// MaxPending bounds the owned tasks read ahead of the handlers
-	// (default 64 per unit of Concurrency).
+	// MaxPending bounds the owned tasks taken and not finished: queued,
+	// running or waiting to retry (default 64 per unit of Concurrency).
+	// Intake waits while that many are held, so memory stays bounded
+	// whatever the handlers do.
 	MaxPending int
 
 	// ShutdownTimeout bounds the drain when Run's context ends (default
-	// 30s); the lease is held and renewed meanwhile.
+	// 30s); the lease is held and renewed meanwhile. Handlers still running
+	// 100ms (or a tenth of it, if less) before it ends have their context
+	// cancelled; those still running when it ends are left overdue, and
+	// Run returns.
 	ShutdownTimeout time.Duration
 
 	// Checkpoints is where the checkpoints of a log are kept. Default: the

@@ -123,10 +123,10 @@ func (tr *term) watch(loop context.Context) {
 
 // mayStart reports whether work may start now: the term takes work, and
 // it is not within DrainTimeout of a deadline the renewal has not moved
-// yet (then it waits for the renewal). The common case is one clock read
-// and two atomic loads.
+// yet (then it waits for the renewal). The common case is a clock read, two
+// atomic loads and a look at the term's Done channel.
 func (tr *term) mayStart() bool {
-	if tr.over.Load() {
+	if tr.over.Load() || isDone(tr.t.Done()) {
 		return false
 	}
 	if time.Now().UnixNano() < tr.pauseAt.Load() {

@@ -2,6 +2,12 @@
 // http.Handler for readiness (or liveness) probes.
 //
 //	mux.Handle("/ready", health.Handler(lease, health.Registering))
+//	mux.Handle("/ready", health.ConsumerHandler(c, health.Registering)) // a worker running a consumer
+//
+// ConsumerHandler adds what only the consumer knows: a worker that holds an
+// index it cannot serve (its checkpoints or its source will not open; the
+// consumer retries while the term lasts) is not ready, so the fleet's
+// readiness shows what its metrics (nandi_consumer_unserved) do.
 //
 // Choose the mode by what the probe does with the answer. A Kubernetes
 // readiness probe that takes a pod out of a Service should usually use
@@ -16,6 +22,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/nandi-go/nandi/consumer"
 	"github.com/nandi-go/nandi/partition"
 )
 
@@ -34,8 +41,31 @@ const (
 // one-line text body that says why (for example "holding 2 of 5, token
 // 5987429863" or "not ready: registrations failing since 3.2s").
 func Handler(l *partition.Lease, mode Mode) http.Handler {
+	return handler(func() (bool, string) { return Check(l, mode) })
+}
+
+// ConsumerHandler answers like Handler for the consumer's lease, and 503
+// while the consumer holds a term it cannot serve (Stats.Unserved), in
+// either mode.
+func ConsumerHandler(c *consumer.Consumer, mode Mode) http.Handler {
+	return handler(func() (bool, string) { return CheckConsumer(c, mode) })
+}
+
+// CheckConsumer reports whether the consumer is ready in mode, and why.
+func CheckConsumer(c *consumer.Consumer, mode Mode) (bool, string) {
+	ok, why := Check(c.Lease(), mode)
+	if !ok {
+		return ok, why
+	}
+	if s := c.Stats(); s.Unserved {
+		return false, fmt.Sprintf("%s, but it cannot be served: opening its checkpoints or source fails (%d failures so far; retrying)", why, s.OpenFailures)
+	}
+	return ok, why
+}
+
+func handler(check func() (bool, string)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		ok, why := Check(l, mode)
+		ok, why := check()
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		w.Header().Set("Cache-Control", "no-store")
 		if !ok {

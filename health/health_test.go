@@ -2,15 +2,20 @@ package health_test
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/nandi-go/nandi/consumer"
 	"github.com/nandi-go/nandi/health"
 	"github.com/nandi-go/nandi/internal/redistest"
 	"github.com/nandi-go/nandi/partition"
+	"github.com/nandi-go/nandi/transport"
+	"github.com/nandi-go/nandi/transport/memory"
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 )
@@ -76,4 +81,50 @@ func TestReadiness(t *testing.T) {
 	if code, _ := probe(t, registering); code != 503 {
 		t.Errorf("after Run returned, Registering: %d; want 503", code)
 	}
+}
+
+// brokenOpen is a source whose Open fails until fixed.
+type brokenOpen struct {
+	transport.Source
+	fixed atomic.Bool
+}
+
+func (b *brokenOpen) Open(ctx context.Context, from []transport.Position) (transport.Reader, error) {
+	if !b.fixed.Load() {
+		return nil, errors.New("broker unreachable (injected)")
+	}
+	return b.Source.Open(ctx, from)
+}
+
+// A worker that holds an index it cannot serve is not ready, in either
+// mode, until its source opens.
+func TestConsumerHoldingWhatItCannotServeIsNotReady(t *testing.T) {
+	s := redistest.Start(t)
+	l, err := partition.New(s.Client(), partition.Options{Name: "unserved", Interval: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := &brokenOpen{Source: memory.NewLog(1).Source()}
+	c, err := consumer.New(l, src, func(context.Context, *transport.Message) error { return nil }, consumer.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ready := health.ConsumerHandler(c, health.Registering)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	redistest.WaitFor(t, 5*time.Second, "the lease to be held", func() bool { _, ok := l.Current(); return ok })
+	redistest.WaitFor(t, 5*time.Second, "readiness to report the unserved index", func() bool {
+		code, body := probe(t, ready)
+		return code == 503 && strings.Contains(body, "cannot be served")
+	})
+	if code, _ := probe(t, health.Handler(l, health.Registering)); code != 200 {
+		t.Errorf("the lease alone is ready (%d); only the consumer knows it cannot serve", code)
+	}
+	src.fixed.Store(true)
+	redistest.WaitFor(t, 5*time.Second, "readiness once the source opens", func() bool {
+		code, _ := probe(t, ready)
+		return code == 200
+	})
 }

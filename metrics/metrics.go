@@ -1,7 +1,7 @@
 // Package metrics exports nandi's leases and consumers to Prometheus.
 //
-// Register a lease (RegisterLease) or a consumer with its lease (Register)
-// on a registry you pass; nothing is registered on the global one. The
+// Register a lease (RegisterLease), a consumer with its lease (Register) or
+// a Watermill router middleware (RegisterFilter) on a registry you pass; nothing is registered on the global one. The
 // collectors read the lease's and the consumer's counts at scrape time, so
 // they cost nothing between scrapes. Every metric carries the label
 // group (the lease's Options.Name); add your own (a pod name) with
@@ -25,9 +25,19 @@
 //
 // The consumer:
 //
-//	nandi_consumer_messages_total{outcome}      counter  handled, not_owned, done_before, dead_lettered, abandoned, lost_unowned
-//	nandi_consumer_handler_failures_total       counter  failed handler attempts (each is retried or dead-lettered)
-//	nandi_consumer_in_flight                    gauge    handlers running now
+//	nandi_consumer_messages_total{outcome}      counter  handled, not_owned, done_before, dead_lettered, skipped, abandoned, lost_unowned, bad_shard
+//	nandi_consumer_handler_failures_total       counter  failed handler attempts (each is retried, dead-lettered or skipped)
+//	nandi_consumer_panics_total                 counter  calls into user code that panicked (handler, DeadLetter, OnError, ID)
+//	nandi_consumer_in_flight                    gauge    calls into user code running now
+//	nandi_consumer_overdue_handlers             gauge    handlers still running after their term ended (their context cancelled)
+//	nandi_consumer_overdue_handlers_total       counter  handlers that outlived their term
+//	nandi_consumer_pending                      gauge    tasks taken and not finished (queued, running, waiting to retry)
+//	nandi_consumer_oldest_unfinished_seconds{shard} gauge age of the oldest unfinished task, per shard, while serving
+//	nandi_consumer_unserved                     gauge    1 while a term is held but its checkpoints or source cannot be opened
+//	nandi_consumer_open_failures_total          counter  failed opens of the checkpoints or the source (retried while the term lasts)
+//	nandi_consumer_fetch_failures_total         counter  failed fetches (retried with backoff)
+//	nandi_consumer_checkpoint_failures_total    counter  failed checkpoint writes
+//	nandi_consumer_ledger_losses_total          counter  opens that found the checkpoint ledger gone or behind what the worker had seen
 //	nandi_consumer_drain_duration_seconds       histogram from stopping intake to the last handler's return, per drain
 //	nandi_consumer_checkpoint_writes_total      counter  checkpoint writes
 //	nandi_consumer_terms_total                  counter  terms served
@@ -52,6 +62,7 @@ import (
 	"github.com/nandi-go/nandi/internal/hist"
 	"github.com/nandi-go/nandi/partition"
 	"github.com/nandi-go/nandi/transport"
+	"github.com/nandi-go/nandi/transport/watermillsub"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -188,6 +199,9 @@ type consumerCollector struct {
 	timeout                                      time.Duration
 	messages, failures, inFlight, drains, writes *prometheus.Desc
 	terms, lagMessages, lagSeconds, droppedDesc  *prometheus.Desc
+	panics, overdue, overdueTotal, pending       *prometheus.Desc
+	oldest, unserved, openFailures               *prometheus.Desc
+	fetchFailures, writeFailures, ledgerLosses   *prometheus.Desc
 }
 
 func newConsumerCollector(c *consumer.Consumer, o Options) *consumerCollector {
@@ -205,25 +219,36 @@ func consumerCollectorOf(group string, stats func() consumer.Stats, positions fu
 		return prometheus.NewDesc(prometheus.BuildFQName(o.Namespace, "consumer", name), help, vars, cl)
 	}
 	return &consumerCollector{
-		stats:       stats,
-		positions:   positions,
-		info:        info,
-		dropped:     dropped,
-		droppedDesc: d("dropped_total", "Messages the transport dropped before the consumer read them (NATS core: slow consumer)."),
-		timeout:     o.InfoTimeout,
-		messages:    d("messages_total", "Messages by outcome: handled, not_owned, done_before, dead_lettered, abandoned, lost_unowned.", "outcome"),
-		failures:    d("handler_failures_total", "Failed handler attempts."),
-		inFlight:    d("in_flight", "Handlers running now."),
-		drains:      d("drain_duration_seconds", "Time from stopping intake to the last handler's return, per drain."),
-		writes:      d("checkpoint_writes_total", "Checkpoint writes."),
-		terms:       d("terms_total", "Terms served."),
-		lagMessages: d("lag_messages", "Offsets between the held index's checkpoint and the log's end.", "shard"),
-		lagSeconds:  d("lag_seconds", "Entry time between the held index's checkpoint and the stream's end (Redis Streams).", "shard"),
+		stats:         stats,
+		positions:     positions,
+		info:          info,
+		dropped:       dropped,
+		droppedDesc:   d("dropped_total", "Messages the transport dropped before the consumer read them (NATS core: slow consumer)."),
+		timeout:       o.InfoTimeout,
+		messages:      d("messages_total", "Messages by outcome: handled, not_owned, done_before, dead_lettered, skipped, abandoned, lost_unowned, bad_shard.", "outcome"),
+		failures:      d("handler_failures_total", "Failed handler attempts."),
+		inFlight:      d("in_flight", "Calls into user code running now."),
+		panics:        d("panics_total", "Calls into user code that panicked (handler, DeadLetter, OnError, ID)."),
+		overdue:       d("overdue_handlers", "Handlers still running after their term ended, their context cancelled."),
+		overdueTotal:  d("overdue_handlers_total", "Handlers that outlived their term."),
+		pending:       d("pending", "Tasks taken and not finished: queued, running, waiting to retry."),
+		oldest:        d("oldest_unfinished_seconds", "Age of the oldest unfinished task of the term served, per shard.", "shard"),
+		unserved:      d("unserved", "1 while a term is held but its checkpoints or source cannot be opened."),
+		openFailures:  d("open_failures_total", "Failed opens of the checkpoints or the source (retried while the term lasts)."),
+		fetchFailures: d("fetch_failures_total", "Failed fetches (retried with backoff)."),
+		writeFailures: d("checkpoint_failures_total", "Failed checkpoint writes."),
+		ledgerLosses:  d("ledger_losses_total", "Opens that found the checkpoint ledger gone or behind what the worker had seen."),
+		drains:        d("drain_duration_seconds", "Time from stopping intake to the last handler's return, per drain."),
+		writes:        d("checkpoint_writes_total", "Checkpoint writes."),
+		terms:         d("terms_total", "Terms served."),
+		lagMessages:   d("lag_messages", "Offsets between the held index's checkpoint and the log's end.", "shard"),
+		lagSeconds:    d("lag_seconds", "Entry time between the held index's checkpoint and the stream's end (Redis Streams).", "shard"),
 	}
 }
 
 func (c *consumerCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.messages, c.failures, c.inFlight, c.drains, c.writes, c.terms, c.lagMessages, c.lagSeconds, c.droppedDesc} {
+	for _, d := range []*prometheus.Desc{c.messages, c.failures, c.inFlight, c.drains, c.writes, c.terms, c.lagMessages, c.lagSeconds, c.droppedDesc,
+		c.panics, c.overdue, c.overdueTotal, c.pending, c.oldest, c.unserved, c.openFailures, c.fetchFailures, c.writeFailures, c.ledgerLosses} {
 		ch <- d
 	}
 }
@@ -237,10 +262,31 @@ func (c *consumerCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.messages, s.NotOwned, "not_owned")
 	counter(c.messages, s.DoneBefore, "done_before")
 	counter(c.messages, s.DeadLetters, "dead_lettered")
+	counter(c.messages, s.Skipped, "skipped")
 	counter(c.messages, s.Abandoned, "abandoned")
 	counter(c.messages, s.Unowned, "lost_unowned")
+	counter(c.messages, s.BadShard, "bad_shard")
 	counter(c.failures, s.Failed)
-	ch <- prometheus.MustNewConstMetric(c.inFlight, prometheus.GaugeValue, float64(s.InFlight))
+	counter(c.panics, s.Panics)
+	counter(c.overdueTotal, s.OverdueTotal)
+	counter(c.openFailures, s.OpenFailures)
+	counter(c.fetchFailures, s.FetchFailures)
+	counter(c.writeFailures, s.CheckpointFailures)
+	counter(c.ledgerLosses, s.LedgerLosses)
+	gauge := func(d *prometheus.Desc, v float64, lv ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, lv...)
+	}
+	gauge(c.inFlight, float64(s.InFlight))
+	gauge(c.overdue, float64(s.Overdue))
+	gauge(c.pending, float64(s.Pending))
+	unserved := 0.0
+	if s.Unserved {
+		unserved = 1
+	}
+	gauge(c.unserved, unserved)
+	for i, d := range s.Oldest {
+		gauge(c.oldest, d.Seconds(), strconv.Itoa(i))
+	}
 	ch <- histogram(c.drains, s.Drains)
 	counter(c.writes, s.Checkpoints)
 	counter(c.terms, s.Terms)
@@ -286,4 +332,54 @@ func (c *consumerCollector) lag(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(c.lagMessages, prometheus.GaugeValue, lag, shard)
 	}
+}
+
+// RegisterFilter registers a collector of a Watermill router middleware's
+// figures (watermillsub.Filter) on reg; register its lease with
+// RegisterLease. Series:
+//
+//	nandi_filter_messages_total{outcome}   counter  handled, failed, not_owned, lost_unowned
+//	nandi_filter_panics_total              counter  handler panics recovered (each is also failed)
+//	nandi_filter_overdue_handlers_total    counter  handlers still running when their term's deadline passed
+//	nandi_filter_in_flight                 gauge    handlers running now
+func RegisterFilter(reg prometheus.Registerer, f *watermillsub.Filter, opts Options) error {
+	if reg == nil || f == nil {
+		return errors.New("metrics: registerer and filter are required")
+	}
+	return reg.Register(newFilterCollector(f.Lease().Options().Name, f.Stats, opts.withDefaults()))
+}
+
+type filterCollector struct {
+	stats                               func() watermillsub.FilterStats
+	messages, panics, overdue, inFlight *prometheus.Desc
+}
+
+func newFilterCollector(group string, stats func() watermillsub.FilterStats, o Options) *filterCollector {
+	cl := labels(o, group)
+	d := func(name, help string, vars ...string) *prometheus.Desc {
+		return prometheus.NewDesc(prometheus.BuildFQName(o.Namespace, "filter", name), help, vars, cl)
+	}
+	return &filterCollector{
+		stats:    stats,
+		messages: d("messages_total", "Messages by outcome: handled, failed, not_owned, lost_unowned.", "outcome"),
+		panics:   d("panics_total", "Handler panics recovered (each is also a failed message)."),
+		overdue:  d("overdue_handlers_total", "Handlers still running when their term's deadline passed."),
+		inFlight: d("in_flight", "Handlers running now."),
+	}
+}
+
+func (c *filterCollector) Describe(ch chan<- *prometheus.Desc) { prometheus.DescribeByCollect(c, ch) }
+
+func (c *filterCollector) Collect(ch chan<- prometheus.Metric) {
+	s := c.stats()
+	counter := func(d *prometheus.Desc, v int64, lv ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), lv...)
+	}
+	counter(c.messages, s.Handled, "handled")
+	counter(c.messages, s.Failed, "failed")
+	counter(c.messages, s.NotOwned, "not_owned")
+	counter(c.messages, s.Unowned, "lost_unowned")
+	counter(c.panics, s.Panics)
+	counter(c.overdue, s.Overdue)
+	ch <- prometheus.MustNewConstMetric(c.inFlight, prometheus.GaugeValue, float64(s.InFlight))
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/nandi-go/nandi/partition"
 	"github.com/nandi-go/nandi/transport"
 	"github.com/nandi-go/nandi/transport/memory"
+	"github.com/nandi-go/nandi/transport/watermillsub"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"go.uber.org/goleak"
@@ -77,7 +78,9 @@ func TestEveryFigureHasItsMetric(t *testing.T) {
 	var d hist.H
 	d.Observe(time.Second)
 	cs := consumer.Stats{Handled: 31, NotOwned: 32, DoneBefore: 33, Failed: 34, DeadLetters: 35, Abandoned: 36,
-		Unowned: 37, Checkpoints: 38, Terms: 39, InFlight: 40, Drains: d.Snapshot()}
+		Unowned: 37, Checkpoints: 38, Terms: 39, InFlight: 40, Drains: d.Snapshot(),
+		Skipped: 50, Panics: 51, FetchFailures: 52, OpenFailures: 53, CheckpointFailures: 54, BadShard: 55,
+		OverdueTotal: 56, LedgerLosses: 57, Overdue: 58, Unserved: true, Pending: 59, Oldest: []time.Duration{60 * time.Second, 61 * time.Second}}
 	pos := func() (partition.Assignment, []transport.Position, bool) {
 		return ls.Current, []transport.Position{transport.Offset(100), {Hi: 5000, Lo: 1}}, true
 	}
@@ -102,7 +105,13 @@ func TestEveryFigureHasItsMetric(t *testing.T) {
 		"nandi_consumer_messages_total{outcome=lost_unowned}": 37, "nandi_consumer_checkpoint_writes_total": 38,
 		"nandi_consumer_terms_total": 39, "nandi_consumer_in_flight": 40, "nandi_consumer_drain_duration_seconds": 1,
 		"nandi_consumer_lag_messages{shard=0}": 41, "nandi_consumer_lag_seconds{shard=1}": 4.5,
-		"nandi_consumer_dropped_total": 42,
+		"nandi_consumer_dropped_total":                   42,
+		"nandi_consumer_messages_total{outcome=skipped}": 50, "nandi_consumer_panics_total": 51,
+		"nandi_consumer_fetch_failures_total": 52, "nandi_consumer_open_failures_total": 53,
+		"nandi_consumer_checkpoint_failures_total": 54, "nandi_consumer_messages_total{outcome=bad_shard}": 55,
+		"nandi_consumer_overdue_handlers_total": 56, "nandi_consumer_ledger_losses_total": 57,
+		"nandi_consumer_overdue_handlers": 58, "nandi_consumer_unserved": 1, "nandi_consumer_pending": 59,
+		"nandi_consumer_oldest_unfinished_seconds{shard=0}": 60, "nandi_consumer_oldest_unfinished_seconds{shard=1}": 61,
 	}
 	got := gather(t, reg)
 	for k, v := range want {
@@ -114,6 +123,21 @@ func TestEveryFigureHasItsMetric(t *testing.T) {
 		if _, ok := want[k]; !ok {
 			t.Errorf("unexpected series %s", k)
 		}
+	}
+	freg := prometheus.NewRegistry()
+	fs := watermillsub.FilterStats{Handled: 71, Failed: 72, NotOwned: 73, Unowned: 74, Panics: 75, Overdue: 76, InFlight: 77}
+	freg.MustRegister(newFilterCollector("g", func() watermillsub.FilterStats { return fs }, o))
+	fwant := map[string]float64{"nandi_filter_messages_total{outcome=handled}": 71, "nandi_filter_messages_total{outcome=failed}": 72,
+		"nandi_filter_messages_total{outcome=not_owned}": 73, "nandi_filter_messages_total{outcome=lost_unowned}": 74,
+		"nandi_filter_panics_total": 75, "nandi_filter_overdue_handlers_total": 76, "nandi_filter_in_flight": 77}
+	fgot := gather(t, freg)
+	for k, v := range fwant {
+		if fgot[k] != v {
+			t.Errorf("%s = %v, want %v", k, fgot[k], v)
+		}
+	}
+	if len(fgot) != len(fwant) {
+		t.Errorf("filter series %v; want exactly %v", fgot, fwant)
 	}
 	ls.Held = false
 	got = gather(t, reg)

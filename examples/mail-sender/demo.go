@@ -425,8 +425,8 @@ func serveOps(addr string, w *worker) (string, func(), error) {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	mux.Handle("/ready", health.Handler(w.lease, health.Registering))
-	mux.Handle("/holding", health.Handler(w.lease, health.Holding))
+	mux.Handle("/ready", health.ConsumerHandler(w.c, health.Registering))
+	mux.Handle("/holding", health.ConsumerHandler(w.c, health.Holding))
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return "", nil, fmt.Errorf("-http %q: %w", addr, err)

@@ -40,11 +40,8 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 
 	"github.com/ThreeDotsLabs/watermill/message"
-	"github.com/nandi-go/nandi/consumer"
-	"github.com/nandi-go/nandi/partition"
 	"github.com/nandi-go/nandi/transport"
 )
 
@@ -166,45 +163,3 @@ func (r *reader) Close() error {
 	return nil
 }
 
-// Filter is a router middleware that runs a handler only for the messages
-// a lease owns. Run the lease yourself (lease.Run).
-type Filter struct {
-	lease *partition.Lease
-	opts  Options
-
-	notOwned, unowned atomic.Int64
-}
-
-// NewFilter returns a Filter for lease.
-func NewFilter(lease *partition.Lease, opts Options) *Filter {
-	return &Filter{lease: lease, opts: opts}
-}
-
-// NotOwned counts messages acknowledged without handling as another
-// index's; Unowned those acknowledged and dropped while nothing was held.
-func (f *Filter) NotOwned() int64 { return f.notOwned.Load() }
-
-// Unowned: see NotOwned.
-func (f *Filter) Unowned() int64 { return f.unowned.Load() }
-
-// Middleware runs h for the messages the lease owns at the moment they
-// arrive, acknowledges the others without running it, and returns the key
-// error of a message without a task id.
-func (f *Filter) Middleware(h message.HandlerFunc) message.HandlerFunc {
-	return func(m *message.Message) ([]*message.Message, error) {
-		k, err := f.opts.key(m)
-		if err != nil {
-			return nil, err
-		}
-		a, ok := f.lease.Current()
-		switch {
-		case !ok:
-			f.unowned.Add(1)
-			return nil, nil
-		case !a.Owns(consumer.ID(k)):
-			f.notOwned.Add(1)
-			return nil, nil
-		}
-		return h(m)
-	}
-}
