@@ -330,7 +330,9 @@ func TestOpenFencesTheFormerHolder(t *testing.T) {
 	if _, err := l.Open(ctx, OpenRequest{Replicas: 1, Token: 10, Origin: origin}); err != nil {
 		t.Fatal(err)
 	}
-	at := func(n uint64) map[int]Mark { return map[int]Mark{0: {Low: transport.Offset(n), High: transport.Offset(n)}} }
+	at := func(n uint64) map[int]Mark {
+		return map[int]Mark{0: {Low: transport.Offset(n), High: transport.Offset(n)}}
+	}
 	if err := l.Write(ctx, Write{Epoch: 1, Token: 10, Marks: at(5)}); err != nil {
 		t.Fatal(err)
 	}

@@ -35,7 +35,7 @@ type Term struct {
 	renewed chan time.Time // capacity 1, holds the latest deadline
 
 	mu       sync.Mutex
-	deadline time.Time     // on clock
+	deadline time.Time // on clock
 	err      error
 	renewal  chan struct{} // closed and replaced at each renewal, closed at the end
 }

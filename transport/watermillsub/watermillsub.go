@@ -162,4 +162,3 @@ func (r *reader) Close() error {
 	})
 	return nil
 }
-
