@@ -62,7 +62,8 @@ func (s *memStore) count(n int64) int {
 	return s.counters[n]
 }
 
-func (s *memStore) exec(iv, ppm int64, token, nonce string, probe bool) (reply, error) {
+func (s *memStore) exec(iv, ppm int64, c call) (reply, error) {
+	token, nonce, probe := c.token, c.nonce, c.probe
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.executed++
@@ -96,7 +97,7 @@ func (s *memStore) exec(iv, ppm int64, token, nonce string, probe bool) (reply, 
 	}
 	if !ok {
 		lo := gapMicros(iv, ppm)
-		if o < lo || o > iv-lo {
+		if o < lo || o > iv-lo || (c.aimed > 0 && N > c.aimed+1) {
 			return reply{interval: N, offset: o, now: T, gen: gen, prevCount: s.counters[N-1]}, nil
 		}
 		n = N
@@ -131,7 +132,7 @@ func (k *link) set(f func(k *link)) {
 	f(k)
 }
 
-func (k *link) register(ctx context.Context, token, nonce string, probe bool) (reply, error) {
+func (k *link) register(ctx context.Context, c call) (reply, error) {
 	k.mu.Lock()
 	req, rep, hold, drop, down := k.reqDelay, k.repDelay, k.hold, k.drop, k.down
 	if k.jitter > 0 {
@@ -145,7 +146,7 @@ func (k *link) register(ctx context.Context, token, nonce string, probe bool) (r
 		<-hold
 	}
 	time.Sleep(req)
-	r, err := k.s.exec(k.iv, k.ppm, token, nonce, probe)
+	r, err := k.s.exec(k.iv, k.ppm, c)
 	time.Sleep(rep)
 	if drop {
 		return reply{}, errDropped

@@ -50,7 +50,9 @@ type Options struct {
 	// or a *redis.ClusterClient. Default 0 (no waiting).
 	WaitReplicas int
 
-	// WaitTimeout bounds each WAIT. Default Gap*Interval/2.
+	// WaitTimeout bounds each WAIT. Default Gap*Interval/2, rounded up to
+	// a whole millisecond (WAIT counts milliseconds, and WAIT n 0 waits
+	// forever); at least 1ms.
 	WaitTimeout time.Duration
 
 	// Logger receives state changes at Info and trouble at Warn. Default:
@@ -73,7 +75,7 @@ func (o Options) withDefaults() Options {
 		o.Gap = DefaultGap
 	}
 	if o.WaitTimeout == 0 {
-		o.WaitTimeout = time.Duration(float64(o.Interval) * o.Gap / 2)
+		o.WaitTimeout = (time.Duration(float64(o.Interval)*o.Gap/2) + time.Millisecond - 1).Truncate(time.Millisecond)
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -96,8 +98,8 @@ func (o Options) validate() error {
 		return fmt.Errorf("%w: Gap %g is outside (0, %g]: it is a fraction of Interval, for example 0.125", ErrInvalidOptions, o.Gap, MaxGap)
 	case o.WaitReplicas < 0:
 		return fmt.Errorf("%w: WaitReplicas %d is negative: use 0 to not wait for replicas", ErrInvalidOptions, o.WaitReplicas)
-	case o.WaitTimeout < 0:
-		return fmt.Errorf("%w: WaitTimeout %v is negative", ErrInvalidOptions, o.WaitTimeout)
+	case o.WaitTimeout < time.Millisecond:
+		return fmt.Errorf("%w: WaitTimeout %v is below 1ms: WAIT counts whole milliseconds, and WAIT with 0 waits forever", ErrInvalidOptions, o.WaitTimeout)
 	}
 	if lo := gapMicros(o.Interval.Microseconds(), gapPPM(o.Gap)); lo < 1000 {
 		return fmt.Errorf("%w: Gap %g of Interval %v is %v, below 1ms: widen the gap or lengthen the interval", ErrInvalidOptions, o.Gap, o.Interval, time.Duration(lo)*time.Microsecond)

@@ -26,6 +26,8 @@ func TestNewRejectsInvalidOptions(t *testing.T) {
 		{Options{Name: "g", Gap: 1}, "Gap"},
 		{Options{Name: "g", WaitReplicas: -1}, "WaitReplicas"},
 		{Options{Name: "g", WaitTimeout: -1}, "WaitTimeout"},
+		// WAIT counts milliseconds and WAIT n 0 waits forever: refused.
+		{Options{Name: "g", WaitReplicas: 1, WaitTimeout: 500 * time.Microsecond}, "WaitTimeout"},
 	} {
 		_, err := New(c, tc.opts)
 		if !errors.Is(err, ErrInvalidOptions) {
@@ -43,6 +45,18 @@ func TestNewRejectsInvalidOptions(t *testing.T) {
 	defer ring.Close()
 	if _, err := New(ring, Options{Name: "g", WaitReplicas: 1}); !errors.Is(err, ErrInvalidOptions) {
 		t.Errorf("New(ring, WaitReplicas) = %v; want ErrInvalidOptions", err)
+	}
+}
+
+// The default WaitTimeout of the smallest gap (1ms of gap: 0.5ms) rounds up
+// to a whole millisecond, never down to WAIT n 0.
+func TestDefaultWaitTimeoutIsAWholeMillisecond(t *testing.T) {
+	o := Options{Name: "g", Interval: time.Second, Gap: 0.001}.withDefaults()
+	if err := o.validate(); err != nil {
+		t.Fatal(err)
+	}
+	if o.WaitTimeout != time.Millisecond {
+		t.Errorf("default WaitTimeout of a 1ms gap = %v; want 1ms", o.WaitTimeout)
 	}
 }
 

@@ -147,3 +147,24 @@ func runScenario(t *testing.T, seed uint64, steps []action) (failure string) {
 	}
 	return ""
 }
+
+// The counterexample TestLeaseStateMachine found (issue 12): in a group of
+// 12, two forward steps of the store's clock, each 0.9 of the gap (within
+// the stated assumption) and about 1.5 intervals apart; 8 intervals later
+// a worker held nothing.
+func TestLeaseStateMachineTwoForwardSteps(t *testing.T) {
+	var steps []action
+	for _, f := range []float64{1, 1, 1.5, 0.125, 1, 1, 1, 0.75, 1, 1, 1, 1} {
+		steps = append(steps, action{kind: "join", frac: f})
+	}
+	steps = append(steps, action{kind: "skew", frac: 3})
+	for _, f := range []float64{0.25, 1, 0} {
+		steps = append(steps, action{kind: "join", frac: f})
+	}
+	steps = append(steps, action{kind: "skew", frac: 3})
+	synctest.Test(t, func(t *testing.T) {
+		if failure := runScenario(t, 0x4, steps); failure != "" {
+			t.Fatal(failure)
+		}
+	})
+}

@@ -16,6 +16,8 @@
 -- ARGV[3]  token of this registration ("" with mode "probe")
 -- ARGV[4]  a random value, kept as the group's nonce when there is none
 -- ARGV[5]  mode: "reg" or "probe"
+-- ARGV[6]  the interval the registration was aimed at (0: unknown); a
+--          registration that arrives after the next one is not counted
 --
 -- Replies:
 --   {"settings", interval_us, gap_ppm}            the group runs with other settings
@@ -77,6 +79,13 @@ end
 if not idx then
   local lo = math.floor(I * gp / 1000000)
   if o < lo or o > I - lo then
+    return idle()
+  end
+  -- Delayed by more than an interval (in the network, or a client's
+  -- retry): the lookup above cannot see its first attempt, so it must not
+  -- count again.
+  local aimed = tonumber(ARGV[6] or '0')
+  if aimed > 0 and N > aimed + 1 then
     return idle()
   end
   n = N

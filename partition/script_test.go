@@ -26,7 +26,7 @@ func scriptStore(t *testing.T, s *redistest.Server, name string, interval time.D
 func registerIn(t *testing.T, st *redisStore, token string) reply {
 	t.Helper()
 	for range 1000 {
-		r, err := st.register(context.Background(), token, "nonce", false)
+		r, err := st.register(context.Background(), call{token: token, nonce: "nonce"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -207,5 +207,41 @@ func TestLogsStateChangesAndTrouble(t *testing.T) {
 	_ = l.Run(ctx)
 	if n := bad.count(slog.LevelWarn, "registration failing"); n != 1 || l.Stats().Failures < 5 {
 		t.Errorf("%d \"registration failing\" warnings over %d failed calls; want exactly one for the spell", n, l.Stats().Failures)
+	}
+}
+
+// A registration delayed by more than an interval (in the network, or a
+// client's retry of a call that ran) is never counted a second time: the
+// token lookup covers the interval after the first attempt, and the aimed
+// interval refuses anything later.
+func TestDelayedRegistrationNeverCountsTwice(t *testing.T) {
+	s := redistest.Start(t)
+	const iv = 200 * time.Millisecond
+	st := scriptStore(t, s, "delayed", iv)
+	first := registerIn(t, st, "w.1")
+	// The same call arrives two intervals later (a retry whose first
+	// attempt ran): inside the window of interval first.interval+2.
+	for {
+		r, err := st.register(context.Background(), call{token: "w.1", nonce: "nonce", aimed: first.interval})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.interval < first.interval+2 {
+			time.Sleep(5 * time.Millisecond)
+			continue
+		}
+		lo := gapMicros(iv.Microseconds(), gapPPM(DefaultGap))
+		if r.offset < lo || r.offset > iv.Microseconds()-lo {
+			time.Sleep(time.Millisecond)
+			continue
+		}
+		if r.registered {
+			t.Fatalf("a call aimed at interval %d was counted in %d", first.interval, r.interval)
+		}
+		break
+	}
+	counts, _, _ := fields(t, s, "delayed")
+	if c := counts[first.interval+2]; c != 0 {
+		t.Errorf("interval %d counted %d; want 0", first.interval+2, c)
 	}
 }

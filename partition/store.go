@@ -28,10 +28,22 @@ type reply struct {
 	prevCount  int    // count of interval-1, final
 }
 
+// call is one registration call's arguments.
+type call struct {
+	token string // the registration's token: a retry carries the same one
+	nonce string // a random value, kept as the group's nonce if it has none
+	probe bool   // read the clock and the last count only
+	// aimed is the interval the registration was aimed at (0: unknown). A
+	// request that arrives after aimed+1 (delayed in the network, or a
+	// retry of a client) is not counted: the token lookup, which covers
+	// retries within the next interval, cannot see further back.
+	aimed int64
+}
+
 // store is what the lease needs of Redis: one registration call with the
 // script's semantics. The real one is redisStore; tests use an in-memory one.
 type store interface {
-	register(ctx context.Context, token, nonce string, probe bool) (reply, error)
+	register(ctx context.Context, c call) (reply, error)
 }
 
 type redisStore struct {
@@ -45,15 +57,15 @@ type redisStore struct {
 	gap      float64
 }
 
-func (s *redisStore) register(ctx context.Context, token, nonce string, probe bool) (reply, error) {
+func (s *redisStore) register(ctx context.Context, c call) (reply, error) {
 	mode := "reg"
-	if probe {
+	if c.probe {
 		mode = "probe"
 	}
-	args := []any{s.settings[0], s.settings[1], token, nonce, mode}
+	args := []any{s.settings[0], s.settings[1], c.token, c.nonce, mode, c.aimed}
 	var v any
 	var err error
-	if s.wait > 0 && !probe {
+	if s.wait > 0 && !c.probe {
 		v, err = s.registerAndWait(ctx, args)
 	} else {
 		v, err = registerScript.Run(ctx, s.client, []string{s.key}, args...).Result()
@@ -91,7 +103,8 @@ func (s *redisStore) registerAndWait(ctx context.Context, args []any) (any, erro
 	for loaded := false; ; loaded = true {
 		pipe := node.Pipeline()
 		eval := registerScript.EvalSha(ctx, pipe, []string{s.key}, args...)
-		wait := pipe.Do(ctx, "WAIT", s.wait, s.waitTime.Milliseconds())
+		// Whole milliseconds, rounded up: WAIT n 0 would wait forever.
+		wait := pipe.Do(ctx, "WAIT", s.wait, max(1, (s.waitTime+time.Millisecond-1).Milliseconds()))
 		_, _ = pipe.Exec(ctx)
 		if err := eval.Err(); err != nil {
 			if !loaded && redis.HasErrorPrefix(err, "NOSCRIPT") {

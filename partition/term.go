@@ -13,8 +13,10 @@ type Assignment struct {
 	// Token is a fencing token: successive holders of any task hold
 	// strictly increasing tokens, so a store that remembers the highest
 	// token it accepted for a task can refuse a write from a holder that
-	// woke up late. It is the interval number in which the term began and
-	// stays the same through renewals.
+	// woke up late. It is the server time, in milliseconds since the Unix
+	// epoch, at which the interval the term began in started; it stays the
+	// same through renewals, and keeps growing across changes of Interval
+	// and steps back of the server's clock (see docs/PROTOCOL.md).
 	Token int64
 }
 

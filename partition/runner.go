@@ -1,0 +1,355 @@
+package partition
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// record is what one registration taught this worker.
+type record struct {
+	n         int64 // interval registered in
+	index     int   // index in n
+	prevCount int   // count of n-1
+}
+
+type result struct {
+	token string
+	sent  time.Time
+	recv  time.Time
+	rep   reply
+	err   error
+}
+
+type pending struct {
+	a        Assignment
+	start    time.Time
+	deadline time.Time
+}
+
+type runner struct {
+	l           *Lease
+	ctx         context.Context
+	results     chan result
+	outstanding int
+
+	token   string // current registration's token
+	probe   bool   // the next call only reads the clock and the last count
+	nextAt  time.Time
+	backoff time.Duration
+	failing bool
+
+	gen        string
+	hist       []record // ascending n, at most 3, all of gen
+	quarantine time.Time
+	clock      clockMap
+	pend       *pending
+}
+
+func (r *runner) loop() error {
+	l := r.l
+	r.nextAt = l.clock.Now()
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		now := l.clock.Now()
+		// Local expiry first: the deadline is a timer, not an error.
+		if t := l.liveTerm(); t != nil && !now.Before(t.localDeadline()) {
+			l.endTerm(t, ErrExpired)
+		}
+		if p := r.pend; p != nil {
+			if !now.Before(p.deadline) {
+				r.pend = nil
+			} else if !now.Before(p.start) {
+				r.pend = nil
+				r.acquire(p.a, p.deadline)
+				continue
+			}
+		}
+		wake := r.sendBy()
+		if t := l.liveTerm(); t != nil {
+			wake = earliest(wake, t.localDeadline())
+		}
+		if r.pend != nil {
+			wake = earliest(wake, r.pend.start)
+		}
+		timer.Reset(time.Until(l.clock.Host(wake)))
+		select {
+		case <-r.ctx.Done():
+			return nil
+		case res := <-r.results:
+			r.outstanding--
+			if err := r.handle(res); err != nil {
+				return err
+			}
+		case <-timer.C:
+			if !l.clock.Now().Before(r.sendBy()) {
+				r.attempt()
+			}
+		}
+	}
+}
+
+func latest(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+func earliest(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+// sendBy is when the loop starts the next call: early enough for the call's
+// goroutine to wait out the rest precisely.
+func (r *runner) sendBy() time.Time {
+	if r.l.wait == nil {
+		return r.nextAt
+	}
+	return r.nextAt.Add(-waitEarly)
+}
+
+func (r *runner) retryAfter() time.Duration {
+	return max(time.Duration(r.l.lo)*time.Microsecond/2, 5*time.Millisecond)
+}
+
+func (r *runner) attempt() {
+	l := r.l
+	if r.outstanding >= maxOutstanding {
+		r.nextAt = l.clock.Now().Add(r.retryAfter())
+		return
+	}
+	r.outstanding++
+	tok, probe := r.token, r.probe
+	ctx, ictx := r.ctx, l.opts.Interval
+	results := r.results
+	at := r.nextAt
+	var aimed int64
+	if len(r.clock.samples) > 0 {
+		aimed = r.clock.server(at) / l.iv
+	}
+	go func() {
+		if l.wait != nil {
+			l.wait(l.clock.Host(at))
+		}
+		sent := l.clock.Now()
+		actx, cancel := context.WithTimeout(ctx, ictx)
+		defer cancel()
+		rep, err := l.st.register(actx, call{token: tok, nonce: l.token(), probe: probe, aimed: aimed})
+		results <- result{token: tok, sent: sent, recv: l.clock.Now(), rep: rep, err: err}
+	}()
+	// Retry with the same token if no answer comes in time; a retry whose
+	// first attempt ran is answered with that registration.
+	r.nextAt = latest(at, l.clock.Now()).Add(r.retryAfter())
+}
+
+func (r *runner) handle(res result) error {
+	l := r.l
+	if r.ctx.Err() == nil {
+		l.noteCall(res, res.err == nil && res.rep.registered)
+	}
+	if res.token != r.token {
+		return nil // an answer to a registration already handled
+	}
+	if res.err != nil {
+		var se *SettingsError
+		if errors.As(res.err, &se) {
+			return res.err
+		}
+		if errors.Is(res.err, ErrInvalidOptions) {
+			return res.err
+		}
+		if r.ctx.Err() != nil {
+			return nil
+		}
+		if !r.failing {
+			l.log.Warn("registration failing", "err", res.err)
+			r.failing = true
+		}
+		r.backoff = min(max(2*r.backoff, 5*time.Millisecond), r.retryAfter())
+		r.nextAt = res.recv.Add(r.backoff)
+		return nil
+	}
+	if r.failing {
+		l.log.Info("registration recovered")
+		r.failing = false
+	}
+	r.backoff = 0
+	rep := res.rep
+	if rep.gen != r.gen {
+		r.clock.reset() // another server, maybe another clock
+		if r.gen != "" {
+			l.log.Warn("store generation changed", "from", r.gen, "to", rep.gen)
+			if t := l.liveTerm(); t != nil {
+				l.endTerm(t, ErrGenerationChanged)
+			}
+		}
+		r.gen, r.hist, r.pend = rep.gen, nil, nil
+		// Leases of an earlier generation end within two intervals of
+		// anything the new one answered; hold nothing before then.
+		r.quarantine = res.recv.Add(2 * l.opts.Interval)
+	}
+	r.clock.add(res.sent, res.recv, rep.now)
+	if !rep.registered {
+		r.probe = false
+		r.aimAfterMiss(rep)
+		return nil
+	}
+	r.token = l.token()
+	rec := record{n: rep.interval, index: rep.index, prevCount: rep.prevCount}
+	r.remember(rec)
+	r.decide(rec)
+	if rec.index < rec.prevCount {
+		r.aim(rec.n+1, rec.index, rec.prevCount, rec.index+1)
+		return nil
+	}
+	// The count this worker would space itself by is only a floor (a new
+	// group, or one that grew): learn the final count of rec.n early in the
+	// next interval, before its window opens, and aim then, so that slots
+	// keep their order. Probes are spread over the middle half of the
+	// leading gap: a fleet that started at once probes at once.
+	r.probe = true
+	r.aimAt((rec.n+1)*l.iv + l.lo/4 + l.rnd.Int64N(l.lo/2+1))
+	return nil
+}
+
+func (r *runner) remember(rec record) {
+	h := r.hist[:0]
+	for _, x := range r.hist {
+		if x.n >= rec.n-2 && x.n != rec.n {
+			h = append(h, x)
+		}
+	}
+	h = append(h, rec)
+	for i := len(h) - 1; i > 0 && h[i].n < h[i-1].n; i-- {
+		h[i], h[i-1] = h[i-1], h[i]
+	}
+	r.hist = h
+}
+
+func (r *runner) find(n int64) (record, bool) {
+	for _, x := range r.hist {
+		if x.n == n {
+			return x, true
+		}
+	}
+	return record{}, false
+}
+
+// decide applies the lease rule at a registration in m: hold (k, rr) iff
+// P(m-1) = P(m-2) = (k, rr), all of one generation.
+func (r *runner) decide(cur record) {
+	l := r.l
+	m := cur.n
+	newest := r.hist[len(r.hist)-1].n
+	if m != newest {
+		return
+	}
+	live := l.liveTerm()
+	if live != nil && !live.Held() {
+		l.endTerm(live, ErrExpired)
+		live = nil
+	}
+	p1, ok1 := r.find(m - 1)
+	p2, ok2 := r.find(m - 2)
+	k, rr := p1.index, cur.prevCount
+	valid := ok1 && ok2 && k == p2.index && rr == p1.prevCount && k < rr
+	var deadline time.Time
+	if valid {
+		// D = min(next due slot + gap, start of m+2), in server time.
+		due := (m+1)*l.iv + l.slot(cur.index, cur.prevCount, cur.index+1)
+		d := min(due+l.lo, (m+2)*l.iv)
+		deadline = r.clock.local(d)
+		valid = deadline.After(l.clock.Now())
+	}
+	if !valid {
+		if live != nil {
+			l.endTerm(live, ErrMappingChanged)
+		}
+		r.pend = nil
+		return
+	}
+	a := Assignment{Index: k, Replicas: rr, Token: token(m, l.iv)}
+	if live != nil && live.a.Index == k && live.a.Replicas == rr {
+		live.renew(deadline)
+		l.emit(traceEvent{kind: traceRenewed, a: live.a, at: l.clock.Host(l.clock.Now()), deadline: l.clock.Host(deadline)})
+		return
+	}
+	if live != nil {
+		l.endTerm(live, ErrMappingChanged)
+	}
+	if p := r.pend; p != nil && p.a.Index == k && p.a.Replicas == rr {
+		p.deadline = deadline
+		return
+	}
+	if l.clock.Now().Before(r.quarantine) {
+		r.pend = &pending{a: a, start: r.quarantine, deadline: deadline}
+		return
+	}
+	r.acquire(a, deadline)
+}
+
+func (r *runner) acquire(a Assignment, deadline time.Time) {
+	l := r.l
+	now := l.clock.Now()
+	if !now.Before(deadline) {
+		return
+	}
+	t := newTerm(a, l.clock, now, deadline)
+	l.setTerm(t, false)
+	l.noteAcquired()
+	l.log.Info("lease acquired", "index", a.Index, "replicas", a.Replicas, "token", a.Token, "deadline", deadline.Sub(now))
+	l.emit(traceEvent{kind: traceAcquired, a: a, at: l.clock.Host(now), deadline: l.clock.Host(deadline)})
+}
+
+// aim schedules the next registration at index i's slot of interval n,
+// sending so that it arrives at that server instant.
+func (r *runner) aim(n int64, i, p, c int) {
+	r.aimAt(n*r.l.iv + r.l.slot(i, p, c))
+}
+
+// aimAfterMiss aims after a probe or a call outside the window. With an
+// index it aims at its slot, spaced by the last final count it knows (the
+// one in rep when it registered in the interval before); at once when the
+// slot has just passed inside the window; else at the next interval's
+// slot. Without one it aims at a random offset in the window: of the
+// current interval when enough of it is ahead, else of the next.
+func (r *runner) aimAfterMiss(rep reply) {
+	l := r.l
+	n := rep.interval
+	if len(r.hist) > 0 {
+		last := r.hist[len(r.hist)-1]
+		final := last.index + 1
+		if last.n == n-1 {
+			final = rep.prevCount
+		}
+		off := l.slot(last.index, last.prevCount, final)
+		if last.n >= n { // never register twice in one interval
+			r.aimAt((last.n+1)*l.iv + off)
+			return
+		}
+		switch {
+		case rep.offset <= off:
+		case rep.offset >= l.lo && rep.offset < l.iv-l.lo:
+			r.nextAt = l.clock.Now()
+			return
+		default:
+			n++
+		}
+		r.aimAt(n*l.iv + off)
+		return
+	}
+	from := max(rep.offset, l.lo)
+	to := l.aimEnd()
+	if to-from < (to-l.lo)/8 { // too little of this window left
+		n++
+		from = l.lo
+	}
+	r.aimAt(n*l.iv + from + l.rnd.Int64N(to-from+1))
+}
+
+func (r *runner) aimAt(x int64) { r.nextAt = r.clock.aim(x) }
