@@ -13,9 +13,9 @@ import (
 type Store interface {
 	// Open opens the ledger for a holder of a lease, atomically, and
 	// returns the whole ledger: it creates the next epoch when the
-	// holder's replicas differ from the current epoch's, and fences the
-	// writes of older holders of the index. It returns ErrStale when a
-	// newer mapping owns the ledger.
+	// holder's replicas differ from the current epoch's (or a shard was
+	// rewound), and fences the writes of older holders of the index. It
+	// returns ErrStale when a newer mapping owns the ledger.
 	Open(ctx context.Context, req OpenRequest) (*State, error)
 	// Write records a holder's marks, fenced by epoch (ErrMoved) and by
 	// token (ErrFenced). A shard's mark never goes backwards.
@@ -40,6 +40,13 @@ type OpenRequest struct {
 	// (State.Lost), never from Origin.
 	Seen      int64
 	SeenStart []transport.Position
+	// Rewound lists shards whose log went back below the marks (a topic or
+	// stream deleted and created again: its positions start over). Open
+	// then creates the next epoch, with those shards starting at Origin
+	// and every older epoch's marks of them dropped, so that nothing of the
+	// new log is skipped; the other holders' writes meet ErrMoved and they
+	// open again.
+	Rewound []int
 }
 
 // Write is one holder's marks: every task of Index in shard s is done as

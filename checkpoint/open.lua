@@ -10,7 +10,9 @@
 -- ARGV[4]  shards of the source
 -- ARGV[5]  the highest epoch this worker has seen (0: none)
 -- ARGV[6 .. 5+shards]           where each shard starts for a group with no ledger
--- ARGV[6+shards .. 5+2*shards]  the start of that seen epoch (when ARGV[5] > 0)
+-- ARGV[6+shards .. 5+2*shards]  the start of that seen epoch (the origin when none)
+-- ARGV[6+2*shards ..]           shards whose log went back below the marks
+--                                (recreated): they start again at the origin
 --
 -- Fields: v (format), cur, hist ("1 2 3"); per epoch n: n:r, n:tok,
 -- n:shards, n:start:s; per index k: n:otok:k (the newest holder that
@@ -33,6 +35,9 @@ local tok = tonumber(ARGV[2])
 local k = ARGV[3]
 local shards = tonumber(ARGV[4])
 local seen = tonumber(ARGV[5])
+local rewound = {}
+for i = 6 + 2 * shards, #ARGV do rewound[tonumber(ARGV[i])] = true end
+local anyRewound = next(rewound) ~= nil
 
 local function get(f) return redis.call('HGET', key, f) end
 local function reply(status, n, why)
@@ -64,7 +69,9 @@ if not cur then
     -- again where the worker knows every index had got to, never at the
     -- origin (StartAtEnd would skip what lies between).
     n, why = seen + 1, 'lost'
-    for s = 0, shards - 1 do starts[s + 1] = ARGV[6 + shards + s] or ARGV[6 + s] end
+    for s = 0, shards - 1 do
+      if not rewound[s] then starts[s + 1] = ARGV[6 + shards + s] end
+    end
   end
   create(n, starts, tostring(n))
   stamp(n)
@@ -76,7 +83,7 @@ if seen > cur then why = 'behind' end
 local rc = tonumber(get(cur .. ':r'))
 local cshards = tonumber(get(cur .. ':shards'))
 
-if rc == r then
+if rc == r and not anyRewound then
   if shards > cshards then -- the source grew: new shards start at their origin
     for s = cshards, shards - 1 do
       redis.call('HSET', key, cur .. ':start:' .. s, ARGV[6 + s])
@@ -87,7 +94,7 @@ if rc == r then
   return reply('ok', cur, why)
 end
 local ctok = tonumber(get(cur .. ':tok'))
-if tok <= ctok then
+if rc ~= r and tok <= ctok then
   return {'stale', cur, rc .. ' ' .. ctok}
 end
 
@@ -104,7 +111,9 @@ end
 local n = cur + 1
 local starts = {}
 for s = 0, shards - 1 do
-  if s < cshards then
+  if rewound[s] then
+    starts[s + 1] = ARGV[6 + s]
+  elseif s < cshards then
     local lo = nil
     for i = 0, rc - 1 do
       local p = low(cur, s, i)
@@ -123,6 +132,16 @@ local kept = {}
 for h in string.gmatch(get('hist') or '', '%d+') do
   local hs = tonumber(get(h .. ':shards'))
   local hr = tonumber(get(h .. ':r'))
+  -- What an older epoch says of a rewound shard is about a log that is
+  -- gone: it starts at the origin, and skips nothing there.
+  for s = 0, hs - 1 do
+    if rewound[s] then
+      redis.call('HSET', key, h .. ':start:' .. s, ARGV[6 + s])
+      for i = 0, hr - 1 do
+        redis.call('HDEL', key, h .. ':pos:' .. s .. ':' .. i, h .. ':top:' .. s .. ':' .. i, h .. ':und:' .. s .. ':' .. i)
+      end
+    end
+  end
   local needed = false
   for s = 0, hs - 1 do
     for i = 0, hr - 1 do

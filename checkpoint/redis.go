@@ -69,18 +69,21 @@ func (l *Redis) Open(ctx context.Context, req OpenRequest) (*State, error) {
 	if req.Replicas < 1 || shards < 1 || req.Index < 0 || req.Index >= req.Replicas {
 		return nil, fmt.Errorf("checkpoint: Open needs replicas >= 1, 0 <= index < replicas and at least one shard, got %d, %d and %d", req.Replicas, req.Index, shards)
 	}
-	args := make([]any, 0, 5+2*shards)
+	args := make([]any, 0, 5+2*shards+len(req.Rewound))
 	args = append(args, req.Replicas, req.Token, req.Index, shards, req.Seen)
 	for _, p := range req.Origin {
 		args = append(args, encode(p))
 	}
-	if req.Seen > 0 {
-		for s := range shards {
-			p := req.Origin[s]
-			if s < len(req.SeenStart) {
-				p = req.SeenStart[s]
-			}
-			args = append(args, encode(p))
+	for s := range shards {
+		p := req.Origin[s]
+		if req.Seen > 0 && s < len(req.SeenStart) {
+			p = req.SeenStart[s]
+		}
+		args = append(args, encode(p))
+	}
+	for _, s := range req.Rewound {
+		if s >= 0 && s < shards {
+			args = append(args, s)
 		}
 	}
 	res, err := openScript.Run(ctx, l.c, []string{l.key}, args...).Slice()

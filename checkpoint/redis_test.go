@@ -412,3 +412,94 @@ func TestOpenAfterTheLedgerVanished(t *testing.T) {
 		t.Fatalf("Open after the loss: lost %v, epoch %d, from %v; want lost, epoch 2, from 30 (the seen start, not the origin 100)", st.Lost, st.Current.N, st.From(0))
 	}
 }
+
+// A shard whose log was recreated starts over: the next epoch reads it
+// from the origin and no epoch's marks of the old log skip anything of it.
+func TestRewoundShardStartsOver(t *testing.T) {
+	srv := redistest.Start(t)
+	l := NewRedis(srv.Client(func(*redis.Options) {}), "rewound")
+	ctx := context.Background()
+	origin := []transport.Position{{}, {}}
+	if _, err := l.Open(ctx, OpenRequest{Replicas: 2, Index: 0, Token: 10, Origin: origin}); err != nil {
+		t.Fatal(err)
+	}
+	at := func(n uint64) Mark { return Mark{Low: transport.Offset(n), High: transport.Offset(n)} }
+	for k := range 2 {
+		if err := l.Write(ctx, Write{Epoch: 1, Token: 10, Index: k, Marks: map[int]Mark{0: at(500), 1: at(70)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A new mapping first (history keeps epoch 1), then shard 0 found rewound.
+	if _, err := l.Open(ctx, OpenRequest{Replicas: 3, Index: 0, Token: 20, Origin: origin}); err != nil {
+		t.Fatal(err)
+	}
+	st, err := l.Open(ctx, OpenRequest{Replicas: 3, Index: 1, Token: 20, Origin: origin, Rewound: []int{0}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Current.N != 3 || st.From(1)[0] != (transport.Position{}) || st.From(1)[1] != transport.Offset(70) {
+		t.Fatalf("after the rewind: epoch %d, from %v; want epoch 3, shard 0 from 0 and shard 1 from 70", st.Current.N, st.From(1))
+	}
+	for p := range uint64(600) {
+		for x := range uint64(6) {
+			if st.Done(0, transport.Offset(p), x) {
+				t.Fatalf("position %d of the rewound shard (id %d) is called done", p, x)
+			}
+		}
+	}
+	if !st.Done(1, transport.Offset(69), 0) {
+		t.Errorf("shard 1 forgot its marks")
+	}
+	if err := l.Write(ctx, Write{Epoch: 2, Token: 20, Index: 0, Marks: map[int]Mark{0: at(600)}}); !errors.Is(err, ErrMoved) {
+		t.Errorf("a holder of the epoch before the rewind wrote %v; want ErrMoved", err)
+	}
+}
+
+// deleteBefore is a go-redis hook that deletes the ledger just before each
+// script runs: the worst moment of opening a term.
+type deleteBefore struct {
+	other *redis.Client
+	key   string
+}
+
+func (h deleteBefore) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h deleteBefore) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+func (h deleteBefore) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if n := cmd.Name(); n == "evalsha" || n == "eval" {
+			h.other.Del(ctx, h.key)
+		}
+		return next(ctx, cmd)
+	}
+}
+
+// A ledger deleted in the middle of opening a term (between any two
+// commands a worker sends) gives an error or a fresh epoch, never a panic:
+// the open is one script that returns the whole ledger.
+func TestLedgerDeletedWhileOpening(t *testing.T) {
+	srv := redistest.Start(t)
+	other := srv.Client(func(*redis.Options) {})
+	hooked := srv.Client(func(*redis.Options) {})
+	l := NewRedis(hooked, "deleted")
+	ctx := context.Background()
+	origin := []transport.Position{transport.Offset(3)}
+	st, err := l.Open(ctx, OpenRequest{Replicas: 1, Token: 10, Origin: origin})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hooked.AddHook(deleteBefore{other: other, key: Key("deleted")})
+	for i := range 20 {
+		st, err = l.Open(ctx, OpenRequest{Replicas: 1 + i%3, Token: int64(20 + i), Origin: origin, Seen: st.Current.N, SeenStart: st.Current.Start})
+		if err != nil {
+			t.Fatalf("open %d with the ledger deleted first: %v", i, err)
+		}
+		if !st.Lost || !st.Created || st.From(0)[0] != transport.Offset(3) {
+			t.Fatalf("open %d: lost %v, created %v, from %v; want a fresh epoch reported lost, from the seen start", i, st.Lost, st.Created, st.From(0))
+		}
+		if _, err := l.Read(ctx); err != nil {
+			t.Fatalf("read with the ledger deleted first: %v", err)
+		}
+	}
+}

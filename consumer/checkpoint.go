@@ -99,8 +99,8 @@ func (tr *term) finish(t *task) {
 
 // writeCheckpoint writes the marks that moved since the last write. A
 // failure is logged once per spell; the next write carries the same marks
-// or later ones.
-func (c *Consumer) writeCheckpoint(tr *term) {
+// or later ones. It returns the write's error.
+func (c *Consumer) writeCheckpoint(tr *term) error {
 	tr.mu.Lock()
 	marks := map[int]checkpoint.Mark{}
 	for s, sh := range tr.shards {
@@ -111,7 +111,7 @@ func (c *Consumer) writeCheckpoint(tr *term) {
 	tr.since = 0
 	tr.mu.Unlock()
 	if len(marks) == 0 {
-		return
+		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), c.lease.Options().Interval)
 	defer cancel()
@@ -121,7 +121,7 @@ func (c *Consumer) writeCheckpoint(tr *term) {
 		if c.writing.fail() {
 			tr.log.Warn("checkpoint writes failing", "err", err)
 		}
-		return
+		return err
 	}
 	if n, lasted, ok := c.writing.end(); ok {
 		tr.log.Info("checkpoint writes recovered", "failures", n, "after", lasted)
@@ -133,6 +133,7 @@ func (c *Consumer) writeCheckpoint(tr *term) {
 	}
 	tr.mu.Unlock()
 	c.trim(ctx, tr)
+	return nil
 }
 
 // trim lets a log that can drop finished entries (transport.Trimmer) drop

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nandi-go/nandi/checkpoint"
 	"github.com/nandi-go/nandi/partition"
 	"github.com/nandi-go/nandi/transport"
 )
@@ -66,8 +67,12 @@ func (c *Consumer) intake(tr *term, r transport.Reader) {
 			default:
 			}
 			if due {
-				c.writeCheckpoint(tr)
+				err := c.writeCheckpoint(tr)
 				lastWrite = time.Now()
+				if errors.Is(err, checkpoint.ErrMoved) {
+					tr.moved = true // the epoch changed under this term: open again
+					return
+				}
 			}
 		}
 	}

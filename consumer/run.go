@@ -107,11 +107,21 @@ func (c *Consumer) Run(ctx context.Context) (runErr error) {
 }
 
 // serve serves one term: open the log at the checkpoints (retrying while
-// the term lasts), take and run tasks, then drain.
+// the term lasts), take and run tasks, then drain. When the checkpoints
+// move to a new epoch under the term (another holder found the log
+// rewound), it drains and opens again.
 func (c *Consumer) serve(runCtx, loop context.Context, t *partition.Term, info transport.Info, persistent transport.Reader) {
+	c.stats.terms.Add(1)
+	for c.serveOnce(runCtx, loop, t, info, persistent) && t.Held() && loop.Err() == nil {
+		c.log.Info("the checkpoints moved to a new epoch during the term; opening again")
+	}
+}
+
+// serveOnce serves t until it ends, or until its checkpoint writes meet a
+// new epoch (then it returns true).
+func (c *Consumer) serveOnce(runCtx, loop context.Context, t *partition.Term, info transport.Info, persistent transport.Reader) (moved bool) {
 	tr := c.newTerm(runCtx, loop, t, info)
 	defer tr.close()
-	c.stats.terms.Add(1)
 	reader := persistent
 	if info.Log {
 		r, err := c.openLog(tr)
@@ -121,7 +131,7 @@ func (c *Consumer) serve(runCtx, loop context.Context, t *partition.Term, info t
 			}
 			tr.s.close()
 			tr.s.join()
-			return
+			return false
 		}
 		defer r.Close()
 		reader = r
@@ -135,6 +145,7 @@ func (c *Consumer) serve(runCtx, loop context.Context, t *partition.Term, info t
 	tr.log.Info("serving")
 	c.intake(tr, reader)
 	c.drain(tr, runCtx.Err() != nil)
+	return tr.moved
 }
 
 // drain ends a term with the drain gate: stop admitting attempts, wait for
@@ -193,14 +204,10 @@ var errTermOver = errors.New("consumer: the term ended")
 // retrying with backoff for as long as the term lasts: a held index is
 // always being served, or being retried and reported (Stats.Unserved).
 func (c *Consumer) openLog(tr *term) (transport.Reader, error) {
-	origin := make([]transport.Position, tr.info.Shards)
-	if c.opts.StartAtEnd {
-		copy(origin, tr.info.Ends)
-	}
 	var backoff time.Duration
 	defer c.unserved.Store(false)
 	for {
-		r, err := c.openLogOnce(tr, origin)
+		r, err := c.openLogOnce(tr)
 		if err == nil {
 			c.opened(tr)
 			return r, nil
@@ -216,7 +223,24 @@ func (c *Consumer) openLog(tr *term) (transport.Reader, error) {
 	}
 }
 
-func (c *Consumer) openLogOnce(tr *term, origin []transport.Position) (transport.Reader, error) {
+// openLogOnce describes the log again (shards added since, its ends),
+// opens the ledger, and opens the log at the index's marks. A shard whose
+// log ends below its mark was recreated: it is reported, and the ledger is
+// opened again to start it over from its beginning, so that nothing of the
+// new log is skipped.
+func (c *Consumer) openLogOnce(tr *term) (transport.Reader, error) {
+	info, err := c.src.Info(tr.taking)
+	if err != nil {
+		return nil, fmt.Errorf("describing the source: %w", err)
+	}
+	if !info.Log {
+		return nil, fmt.Errorf("the source is no longer a log")
+	}
+	info.Shards = max(info.Shards, 1)
+	origin := make([]transport.Position, info.Shards)
+	if c.opts.StartAtEnd {
+		copy(origin, info.Ends)
+	}
 	req := checkpoint.OpenRequest{Replicas: tr.a.Replicas, Index: tr.a.Index, Token: tr.a.Token, Origin: origin}
 	c.seenMu.Lock()
 	req.Seen, req.SeenStart = c.seen, c.seenStart
@@ -225,8 +249,23 @@ func (c *Consumer) openLogOnce(tr *term, origin []transport.Position) (transport
 	if err != nil {
 		return nil, err
 	}
-	c.noteLedger(tr, req, st)
 	from := st.From(tr.a.Index)
+	for s, p := range from {
+		if s < len(info.Ends) && info.Ends[s].Less(p) {
+			req.Rewound = append(req.Rewound, s)
+			req.Origin[s] = transport.Position{} // all of the new log
+		}
+	}
+	if len(req.Rewound) > 0 {
+		c.stats.rewinds.Add(int64(len(req.Rewound)))
+		tr.log.Warn("the log went back below the checkpoints (deleted and created again?): reading those shards again from their start; nothing of the new log is skipped",
+			"shards", req.Rewound, "ends", info.Ends, "checkpoints", from)
+		if st, err = c.ledger.Open(tr.taking, req); err != nil {
+			return nil, err
+		}
+		from = st.From(tr.a.Index)
+	}
+	c.noteLedger(tr, req, st)
 	r, err := c.src.Open(tr.taking, from)
 	if err != nil {
 		return nil, fmt.Errorf("opening the source: %w", err)
@@ -236,7 +275,7 @@ func (c *Consumer) openLogOnce(tr *term, origin []transport.Position) (transport
 		shards[i] = &shardTrack{next: p, written: st.Current.Mark(i, tr.a.Index)}
 	}
 	tr.mu.Lock()
-	tr.st, tr.shards = st, shards
+	tr.info, tr.st, tr.shards = info, st, shards
 	tr.mu.Unlock()
 	return r, nil
 }

@@ -42,6 +42,7 @@ type term struct {
 	shards  []*shardTrack     // nil until the log is open
 	since   int               // tasks finished since the last checkpoint write
 	flush   chan struct{}     // capacity 1: CheckpointEvery tasks finished
+	moved   bool              // a checkpoint write met a new epoch: open again (intake's)
 	batch   []*task           // intake's scratch: the owned tasks of a batch
 	batchAt []int             // and the index of each in its batch
 
@@ -57,7 +58,7 @@ func (c *Consumer) newTerm(runCtx, loop context.Context, t *partition.Term, info
 		flush: make(chan struct{}, 1),
 		done:  make(chan struct{}),
 	}
-	tr.ctx, tr.cancel = context.WithCancel(context.WithoutCancel(runCtx))
+	tr.ctx, tr.cancel = context.WithCancel(withAssignment(context.WithoutCancel(runCtx), a))
 	tr.taking, tr.stopTaking = context.WithCancel(loop)
 	tr.s = newSched(c.opts.Concurrency, c.opts.MaxPending, c.execute)
 	tr.setPause()

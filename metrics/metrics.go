@@ -38,6 +38,7 @@
 //	nandi_consumer_fetch_failures_total         counter  failed fetches (retried with backoff)
 //	nandi_consumer_checkpoint_failures_total    counter  failed checkpoint writes
 //	nandi_consumer_ledger_losses_total          counter  opens that found the checkpoint ledger gone or behind what the worker had seen
+//	nandi_consumer_rewinds_total                counter  shards found to end below their checkpoint (a log recreated): read again from their start
 //	nandi_consumer_drain_duration_seconds       histogram from stopping intake to the last handler's return, per drain
 //	nandi_consumer_checkpoint_writes_total      counter  checkpoint writes
 //	nandi_consumer_terms_total                  counter  terms served
@@ -202,6 +203,7 @@ type consumerCollector struct {
 	panics, overdue, overdueTotal, pending       *prometheus.Desc
 	oldest, unserved, openFailures               *prometheus.Desc
 	fetchFailures, writeFailures, ledgerLosses   *prometheus.Desc
+	rewinds                                      *prometheus.Desc
 }
 
 func newConsumerCollector(c *consumer.Consumer, o Options) *consumerCollector {
@@ -238,6 +240,7 @@ func consumerCollectorOf(group string, stats func() consumer.Stats, positions fu
 		fetchFailures: d("fetch_failures_total", "Failed fetches (retried with backoff)."),
 		writeFailures: d("checkpoint_failures_total", "Failed checkpoint writes."),
 		ledgerLosses:  d("ledger_losses_total", "Opens that found the checkpoint ledger gone or behind what the worker had seen."),
+		rewinds:       d("rewinds_total", "Shards found to end below their checkpoint (a log recreated): read again from their start."),
 		drains:        d("drain_duration_seconds", "Time from stopping intake to the last handler's return, per drain."),
 		writes:        d("checkpoint_writes_total", "Checkpoint writes."),
 		terms:         d("terms_total", "Terms served."),
@@ -248,7 +251,7 @@ func consumerCollectorOf(group string, stats func() consumer.Stats, positions fu
 
 func (c *consumerCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.messages, c.failures, c.inFlight, c.drains, c.writes, c.terms, c.lagMessages, c.lagSeconds, c.droppedDesc,
-		c.panics, c.overdue, c.overdueTotal, c.pending, c.oldest, c.unserved, c.openFailures, c.fetchFailures, c.writeFailures, c.ledgerLosses} {
+		c.panics, c.overdue, c.overdueTotal, c.pending, c.oldest, c.unserved, c.openFailures, c.fetchFailures, c.writeFailures, c.ledgerLosses, c.rewinds} {
 		ch <- d
 	}
 }
@@ -273,6 +276,7 @@ func (c *consumerCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.fetchFailures, s.FetchFailures)
 	counter(c.writeFailures, s.CheckpointFailures)
 	counter(c.ledgerLosses, s.LedgerLosses)
+	counter(c.rewinds, s.Rewinds)
 	gauge := func(d *prometheus.Desc, v float64, lv ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, lv...)
 	}

@@ -7,10 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"regexp"
 	"sort"
-	"strconv"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -59,57 +56,19 @@ func connect(url string) (*redis.Client, error) {
 	return redis.NewClient(o), nil
 }
 
-var (
-	runID  = regexp.MustCompile(`run_id:(\w+)`)
-	replID = regexp.MustCompile(`master_replid:(\w+)`)
-)
-
-// readStatus reads the group's hash, the server's clock and INFO, and the
-// ledger, as the script and the consumer would see them.
-func readStatus(ctx context.Context, c *redis.Client, group string) (*Status, error) {
-	all, err := c.HGetAll(ctx, partition.Key(group)).Result()
+// readStatus reads the group's lease state (partition.ReadGroup) and its
+// checkpoint ledger (checkpoint.Redis.Read): one script each, on the
+// master, through the packages that own the key layouts.
+func readStatus(ctx context.Context, c redis.UniversalClient, group string) (*Status, error) {
+	g, err := partition.ReadGroup(ctx, c, group)
 	if err != nil {
 		return nil, err
 	}
-	if len(all) == 0 {
-		return nil, fmt.Errorf("no group %q at %s: its key %s does not exist (no worker has registered in the last 10 intervals, or another database)", group, c.Options().Addr, partition.Key(group))
+	s := &Status{Group: group, Interval: g.Interval, Gap: g.Gap, ServerTime: g.ServerTime, Current: g.Current,
+		Offset: g.Offset, Generation: g.Generation}
+	for _, x := range g.Counts {
+		s.Counts = append(s.Counts, Count{Interval: x.Interval, Count: x.Count, Closed: x.Closed})
 	}
-	iv, err1 := strconv.ParseInt(all["interval_us"], 10, 64)
-	ppm, err2 := strconv.ParseInt(all["gap_ppm"], 10, 64)
-	if err := errors.Join(err1, err2); err != nil || iv <= 0 {
-		return nil, fmt.Errorf("group %q: unreadable settings in %s: %v", group, partition.Key(group), all)
-	}
-	now, err := c.Time(ctx).Result()
-	if err != nil {
-		return nil, err
-	}
-	T := now.UnixMicro()
-	if tmax, err := strconv.ParseInt(all["tmax_us"], 10, 64); err == nil && tmax > T {
-		T = tmax
-	}
-	s := &Status{Group: group, Interval: time.Duration(iv) * time.Microsecond, Gap: float64(ppm) / 1e6,
-		ServerTime: time.UnixMicro(T).UTC(), Current: T / iv, Offset: time.Duration(T%iv) * time.Microsecond}
-	s.Generation = all["nonce"]
-	if info, err := c.Info(ctx, "server").Result(); err == nil {
-		if m := runID.FindStringSubmatch(info); m != nil {
-			s.Generation += ":" + m[1]
-		}
-	}
-	if info, err := c.Info(ctx, "replication").Result(); err == nil {
-		if m := replID.FindStringSubmatch(info); m != nil {
-			s.Generation += ":" + m[1]
-		}
-	}
-	for f, v := range all {
-		if n, ok := strings.CutPrefix(f, "c:"); ok {
-			m, err1 := strconv.ParseInt(n, 10, 64)
-			k, err2 := strconv.Atoi(v)
-			if err1 == nil && err2 == nil {
-				s.Counts = append(s.Counts, Count{Interval: m, Count: k, Closed: m < s.Current})
-			}
-		}
-	}
-	sort.Slice(s.Counts, func(i, j int) bool { return s.Counts[i].Interval > s.Counts[j].Interval })
 	st, err := checkpoint.NewRedis(c, group).Read(ctx)
 	if err != nil {
 		return nil, err

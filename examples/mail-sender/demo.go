@@ -67,14 +67,57 @@ func setup(cfg config) (*env, error) {
 
 func messageID(key string) string { return "<mail-" + key + "@nandi.example>" }
 
-// send sends one mail over SMTP.
-func send(addr string, m *transport.Message) error {
-	msg := "From: outbox@nandi.example\r\n" +
-		"To: customer-" + m.Key + "@example.com\r\n" +
-		"Message-Id: " + messageID(m.Key) + "\r\n" +
-		"Subject: your order\r\n\r\n" + string(m.Payload) + "\r\n"
-	return smtp.SendMail(addr, nil, "outbox@nandi.example", []string{"customer-" + m.Key + "@example.com"}, []byte(msg))
+// send sends one mail over SMTP, within ctx: the handler's context ends
+// when the lease runs out, and the mail must not go out after that.
+func send(ctx context.Context, addr string, m *transport.Message) error {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		_ = conn.SetDeadline(dl)
+	}
+	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Now()) }) // cancelled: unblock at once
+	defer stop()
+	host, _, _ := net.SplitHostPort(addr)
+	c, err := smtp.NewClient(conn, host)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	to := "customer-" + m.Key + "@example.com"
+	if err := c.Mail("outbox@nandi.example"); err != nil {
+		return err
+	}
+	if err := c.Rcpt(to); err != nil {
+		return err
+	}
+	wc, err := c.Data()
+	if err != nil {
+		return err
+	}
+	msg := "From: outbox@nandi.example\r\nTo: " + to + "\r\nMessage-Id: " + messageID(m.Key) +
+		"\r\nSubject: your order\r\n\r\n" + string(m.Payload) + "\r\n"
+	if _, err := io.WriteString(wc, msg); err != nil {
+		return err
+	}
+	if err := wc.Close(); err != nil {
+		return err
+	}
+	return c.Quit()
 }
+
+// claim records that the holder of token sends mail key: a SET fenced by
+// the token, which refuses a holder older than the last one to claim the
+// mail. A worker that outlived its term (paused, or a handler that ran
+// past its deadline) then cannot send a mail its successor has taken over.
+var claim = redis.NewScript(`
+local cur = tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or '0')
+if tonumber(ARGV[2]) < cur then return 0 end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+return 1`)
 
 // produce writes n mails into the outbox at rate per second.
 func produce(ctx context.Context, c *redis.Client, stream string, n, rate int) error {
@@ -119,8 +162,17 @@ func startWorker(id int, e *env, cfg config) (*worker, error) {
 	if err != nil {
 		return nil, err
 	}
+	claims := "{" + cfg.group + "}:claims"
 	h := func(ctx context.Context, m *transport.Message) error {
-		if err := send(e.smtpAddr, m); err != nil {
+		a, _ := consumer.AssignmentFromContext(ctx) // the term this task runs under
+		ok, err := claim.Run(ctx, w.client, []string{claims}, m.Key, a.Token).Bool()
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return nil // a newer holder has this mail: not ours to send
+		}
+		if err := send(ctx, e.smtpAddr, m); err != nil {
 			return err
 		}
 		w.sent.Add(1)

@@ -122,12 +122,15 @@ func workerMain() int {
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-		effect := fmt.Sprintf("%d/%d/%d/%d", x, seq, id, a.Token)
-		n, err := fence.Run(context.WithoutCancel(ctx), sink, []string{"fence", "effects"}, m.Key, a.Token, effect).Int()
+		// The effect is fenced by the token the handler reads from its own
+		// context: the term it runs under, with no race against the lease.
+		term, _ := consumer.AssignmentFromContext(ctx)
+		effect := fmt.Sprintf("%d/%d/%d/%d", x, seq, id, term.Token)
+		n, err := fence.Run(context.WithoutCancel(ctx), sink, []string{"fence", "effects"}, m.Key, term.Token, effect).Int()
 		if err != nil {
 			return err
 		}
-		rec.write(record{Kind: "done", At: mono(), ID: x, Seq: seq, Token: a.Token, Accepted: n == 1})
+		rec.write(record{Kind: "done", At: mono(), ID: x, Seq: seq, Token: term.Token, Accepted: n == 1})
 		return nil
 	}
 	c, err := consumer.New(lease, src, h, consumer.Options{Concurrency: 4, CheckpointInterval: 100 * time.Millisecond})

@@ -1,0 +1,30 @@
+package consumer
+
+import (
+	"context"
+
+	"github.com/nandi-go/nandi/partition"
+)
+
+type assignmentKey struct{}
+
+// AssignmentFromContext returns the assignment a handler runs under: the
+// term its task was taken in, with its fencing token. A handler (or
+// DeadLetter) gets it from its own context, with no race against the lease
+// moving on, which lease.Current() would have during a drain. Use the token
+// to fence the task's effects where they are written, so that a worker
+// that outlived its term cannot overwrite what the next holder did:
+//
+//	a, _ := consumer.AssignmentFromContext(ctx)
+//	// SQL: UPDATE mails SET sent = true, token = $2 WHERE id = $1 AND token <= $2
+//	// Redis: a script that refuses a write whose token is below the stored one
+//
+// ok is false for a context that does not come from a consumer.
+func AssignmentFromContext(ctx context.Context) (partition.Assignment, bool) {
+	a, ok := ctx.Value(assignmentKey{}).(partition.Assignment)
+	return a, ok
+}
+
+func withAssignment(ctx context.Context, a partition.Assignment) context.Context {
+	return context.WithValue(ctx, assignmentKey{}, a)
+}
