@@ -150,8 +150,6 @@ func TestChangingTheIntervalGoesOnWhereTheGroupStopped(t *testing.T) {
 	}
 }
 
-
-
 // recreatable is a log that can be deleted and created again: its
 // positions start over.
 type recreatable struct {
