@@ -5,8 +5,8 @@
 // A group splits its tasks with id % Replicas == Index. Every worker
 // registers once per interval (Options.Interval) with one Lua script that
 // reads the server's clock, so all workers agree on which interval it is.
-// The script increments the interval's counter ({Name}:N); the reply minus
-// one is the worker's index in that interval, and once the interval has
+// The script increments the interval's count (field c:N of the group's hash
+// {Name}:lease); the reply minus one is the worker's index in that interval, and once the interval has
 // closed its counter is how many workers took part. A worker that
 // registered in the intervals M-2, M-1 and M, and found that the two closed
 // ones imply the same (index, replicas), holds that pair as a lease from its
@@ -84,9 +84,11 @@
 // whose final count they both read. Leases with |M-M'| >= 2 cannot overlap
 // in time: the later one starts at least Gap*Interval into M' (the script
 // refuses registrations outside the window [Gap, 1-Gap] of an interval) and
-// the earlier one ends by the start of M+2. Token, the interval a term began
-// in, is a fencing token: successive holders of any task hold strictly
-// increasing tokens.
+// the earlier one ends by the start of M+2. Token, the server time (ms) at
+// which the interval a term began in started, is a fencing token:
+// successive holders of any task hold strictly increasing tokens, also
+// across changes of Interval and steps back of the server's clock.
+// docs/PROTOCOL.md gives the whole argument, field by field.
 //
 // Losing contact is noticed on a clock, not on an error: every deadline is a
 // local monotonic timer, computed conservatively from the server's time (a
@@ -117,8 +119,11 @@
 //     maxmemory-policy noeviction, or give it room), or a master cut off
 //     from its replicas that goes on answering some workers while a
 //     promoted replica answers others (split brain). Options.WaitReplicas
-//     closes the latter: an old master without its replicas cannot have a
-//     registration acknowledged, so its workers' leases run out.
+//     narrows the latter: a master cut off from all but fewer than
+//     WaitReplicas of its replicas cannot have a registration acknowledged,
+//     so its workers' leases run out. It does not help when the old master
+//     keeps WaitReplicas replicas on its side of the split; pair it with
+//     min-replicas-to-write (or a WaitReplicas above half the replicas).
 //   - The store's clock does not step forward by more than Gap*Interval
 //     (steps back are absorbed: the script keeps the highest time it has
 //     seen per group), and after a failover the new master's clock agrees

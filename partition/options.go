@@ -46,7 +46,8 @@ type Options struct {
 	// time is not counted by this worker and is retried. It narrows the
 	// window in which a failover to a replica can lose a registration, and
 	// it is what keeps a master cut off from its replicas from renewing
-	// leases. Needs a *redis.Client (including a Sentinel failover client)
+	// leases; it does not help when the old master keeps WaitReplicas
+	// replicas on its side of a split (see the package doc). Needs a *redis.Client (including a Sentinel failover client)
 	// or a *redis.ClusterClient. Default 0 (no waiting).
 	WaitReplicas int
 
