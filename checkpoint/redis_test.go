@@ -503,3 +503,39 @@ func TestLedgerDeletedWhileOpening(t *testing.T) {
 		}
 	}
 }
+
+// The size of a checkpoint: what one index's mark of one shard costs in
+// the ledger, by how many unfinished tasks it lists above its watermark
+// (at most MaxUndone). Logged for docs; asserted only to stay within
+// 50 bytes per listed position.
+func TestMarkSize(t *testing.T) {
+	srv := redistest.Start(t)
+	c := srv.Client(func(*redis.Options) {})
+	ctx := context.Background()
+	var base int64
+	for _, n := range []int{0, 1, 16, MaxUndone} {
+		name := fmt.Sprintf("size-%d", n)
+		l := NewRedis(c, name)
+		if _, err := l.Open(ctx, OpenRequest{Replicas: 1, Token: 1_800_000_000_000, Origin: []transport.Position{{}}}); err != nil {
+			t.Fatal(err)
+		}
+		mk := Mark{Low: transport.Position{Hi: 1_800_000_000_000, Lo: 0}, High: transport.Position{Hi: 1_800_000_009_999}}
+		for i := range n {
+			mk.Undone = append(mk.Undone, transport.Position{Hi: 1_800_000_000_001 + uint64(i)})
+		}
+		if err := l.Write(ctx, Write{Epoch: 1, Token: 1_800_000_000_000, Marks: map[int]Mark{0: mk}}); err != nil {
+			t.Fatal(err)
+		}
+		var fields int64
+		for _, f := range []string{"1:pos:0:0", "1:top:0:0", "1:und:0:0", "1:ptok:0:0"} {
+			fields += c.HStrLen(ctx, Key(name), f).Val() + int64(len(f))
+		}
+		if n == 0 {
+			base = fields
+		} else if per := (fields - base) / int64(n); per > 50 {
+			t.Errorf("%d bytes per listed position; want at most 50", per)
+		}
+		t.Logf("figures: a mark listing %d unfinished tasks above its watermark: %d bytes of fields and values (MEMORY USAGE of the ledger: %d)",
+			n, fields, c.MemoryUsage(ctx, Key(name)).Val())
+	}
+}
