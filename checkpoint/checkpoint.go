@@ -124,6 +124,29 @@ type State struct {
 	// Behind is true when the current epoch is older than the one the
 	// worker had seen: the store lost its latest writes.
 	Behind bool
+
+	ceiling []transport.Position // per shard, at or above every mark of the history
+}
+
+// index computes the ceiling Done checks first.
+func (st *State) index() {
+	st.ceiling = nil
+	if st.Current == nil {
+		return
+	}
+	st.ceiling = make([]transport.Position, len(st.Current.Start))
+	for s := range st.ceiling {
+		for _, e := range st.History {
+			for k := range e.R {
+				m := e.Mark(s, k)
+				for _, p := range []transport.Position{m.Low, m.High} {
+					if st.ceiling[s].Less(p) {
+						st.ceiling[s] = p
+					}
+				}
+			}
+		}
+	}
 }
 
 // From returns where index k reads each shard.
@@ -136,8 +159,13 @@ func (st *State) From(k int) []transport.Position {
 }
 
 // Done reports whether a task at position p of shard s with id x was
-// finished by an epoch of the history: skip it.
+// finished by an epoch of the history: skip it. Past every High of the
+// history (the common case once a term has caught up) it is one
+// comparison.
 func (st *State) Done(s int, p transport.Position, x uint64) bool {
+	if s < len(st.ceiling) && !p.Less(st.ceiling[s]) {
+		return false
+	}
 	for _, e := range st.History {
 		if e.Mark(s, int(x%uint64(e.R))).Done(p) {
 			return true

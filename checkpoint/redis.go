@@ -208,6 +208,7 @@ func parse(flat []any) (*State, error) {
 	for _, e := range st.History {
 		e.index()
 	}
+	st.index()
 	return st, nil
 }
 

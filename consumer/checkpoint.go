@@ -2,6 +2,7 @@ package consumer
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"time"
 
@@ -97,11 +98,43 @@ func (tr *term) finish(t *task) {
 	}
 }
 
-// writeCheckpoint writes the marks that moved since the last write. A
-// failure is logged once per spell; the next write carries the same marks
-// or later ones. It returns the write's error.
+// writer writes the term's checkpoints every CheckpointInterval, or sooner
+// when CheckpointEvery tasks have finished, on its own goroutine, so that
+// intake never waits for Redis. A write that meets a new epoch (another
+// holder found the log rewound) stops the term's taking, so that serve
+// drains and opens again.
+func (c *Consumer) writer(tr *term) {
+	tick := time.NewTicker(c.opts.CheckpointInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-tick.C:
+		case <-tr.flush:
+		case <-tr.taking.Done():
+			return // the drain writes the last ones
+		case <-tr.done:
+			return
+		}
+		if err := c.writeCheckpoint(tr); errors.Is(err, checkpoint.ErrMoved) {
+			tr.moved.Store(true)
+			tr.stop()
+			return
+		}
+	}
+}
+
+// writeCheckpoint writes the marks that moved since the last write (one
+// write at a time). A failure is logged once per spell; the next write
+// carries the same marks or later ones. It returns the write's error.
 func (c *Consumer) writeCheckpoint(tr *term) error {
+	tr.writing.Lock()
+	defer tr.writing.Unlock()
 	tr.mu.Lock()
+	if ms := tr.curBatch; ms != nil {
+		// Intake is inside a batch (Concurrency 1): what is behind it
+		// counts now, not only when the batch ends.
+		tr.advance(ms, int(tr.batchDone.Load()))
+	}
 	marks := map[int]checkpoint.Mark{}
 	for s, sh := range tr.shards {
 		if m := sh.mark(); !sameMark(m, sh.written) {
@@ -142,10 +175,11 @@ func (c *Consumer) writeCheckpoint(tr *term) error {
 // holder does it, at most once an interval.
 func (c *Consumer) trim(ctx context.Context, tr *term) {
 	tm, ok := c.src.(transport.Trimmer)
-	if !ok || tr.a.Index != 0 || time.Since(c.lastTrim) < c.lease.Options().Interval {
+	now := time.Now().UnixNano()
+	last := c.lastTrim.Load()
+	if !ok || tr.a.Index != 0 || now-last < int64(c.lease.Options().Interval) || !c.lastTrim.CompareAndSwap(last, now) {
 		return
 	}
-	c.lastTrim = time.Now()
 	st, err := c.ledger.Read(ctx)
 	if err != nil || st.Current == nil || st.Current.N != tr.st.Current.N {
 		return

@@ -38,7 +38,7 @@ type Consumer struct {
 	running  atomic.Int64 // calls into user code in progress, overdue ones included
 	overdue  atomic.Int64 // of which overdue: detached after their term
 	unserved atomic.Bool  // opening for the term held is failing
-	lastTrim time.Time    // used by the serving goroutine only
+	lastTrim atomic.Int64 // unix ns of the last trim
 
 	failingTasks                                        atomic.Int64 // tasks whose last attempt failed
 	fetching, opening, writing, deadLettering, badShard spell

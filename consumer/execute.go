@@ -36,7 +36,6 @@ func (c *Consumer) execute(w *worker, t *task) (verdict, time.Time) {
 // false when the worker was detached while user code ran: the task is then
 // no longer this goroutine's to touch.
 func (c *Consumer) attempt(w *worker, t *task) (out outcome, attached bool) {
-	tr := t.tr
 	if !t.dead {
 		err := t.err
 		if err == nil {
@@ -49,31 +48,44 @@ func (c *Consumer) attempt(w *worker, t *task) (out outcome, attached bool) {
 			if err == nil {
 				return outHandled, true
 			}
-			if tr.ctx.Err() != nil {
-				return outLeave, true // cut off by the lease, not a failure of the task
-			}
 		}
-		t.attempts++
-		t.lastErr = err
-		c.stats.failed.Add(1)
-		c.noteFailure(t, err)
-		if c.opts.OnError != nil {
-			if _, attached = c.invoke(w, t, callOnError); !attached {
-				return 0, false
-			}
-		}
-		permanent := IsPermanent(err)
-		if !permanent && (c.opts.MaxAttempts == 0 || t.attempts < c.opts.MaxAttempts) {
-			t.backoff = c.nextBackoff(t.backoff)
-			return outRetry, true
-		}
-		if c.opts.DeadLetter == nil { // only a permanent failure gets here
-			tr.log.Warn("task skipped: it cannot succeed and there is no DeadLetter",
-				"key", t.m.Key, "shard", t.m.Shard, "position", t.m.Position.String(), "err", err)
-			return outSkipped, true
-		}
-		t.dead, t.backoff = true, 0
+		return c.failed(w, t, err)
 	}
+	return c.deadLetter(w, t)
+}
+
+// failed applies the failure policy to a failed attempt of t: retry it,
+// skip it, or send it to DeadLetter (now).
+func (c *Consumer) failed(w *worker, t *task, err error) (out outcome, attached bool) {
+	tr := t.tr
+	if t.err == nil && tr.ctx.Err() != nil {
+		return outLeave, true // cut off by the lease, not a failure of the task
+	}
+	t.attempts++
+	t.lastErr = err
+	c.stats.failed.Add(1)
+	c.noteFailure(t, err)
+	if c.opts.OnError != nil {
+		if _, attached = c.invoke(w, t, callOnError); !attached {
+			return 0, false
+		}
+	}
+	if !IsPermanent(err) && (c.opts.MaxAttempts == 0 || t.attempts < c.opts.MaxAttempts) {
+		t.backoff = c.nextBackoff(t.backoff)
+		return outRetry, true
+	}
+	if c.opts.DeadLetter == nil { // only a permanent failure gets here
+		tr.log.Warn("task skipped: it cannot succeed and there is no DeadLetter",
+			"key", t.m.Key, "shard", t.m.Shard, "position", t.m.Position.String(), "err", err)
+		return outSkipped, true
+	}
+	t.dead, t.backoff = true, 0
+	return c.deadLetter(w, t)
+}
+
+// deadLetter gives t to DeadLetter; a failure of DeadLetter is retried.
+func (c *Consumer) deadLetter(w *worker, t *task) (out outcome, attached bool) {
+	tr := t.tr
 	err, attached := c.invoke(w, t, callDeadLetter)
 	if !attached {
 		return 0, false

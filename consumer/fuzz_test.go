@@ -14,7 +14,7 @@ import (
 // FuzzID: a decimal uint64 key is its own id, any other key its FNV-1a
 // hash, so every worker (in any language) computes the same owner.
 func FuzzID(f *testing.F) {
-	for _, k := range []string{"42", "0042", "18446744073709551615", "18446744073709551616", "-1", "+1", "", "user:7", " 7"} {
+	for _, k := range []string{"42", "0042", "18446744073709551615", "18446744073709551616", "99999999999999999999", "-1", "+1", "", "user:7", " 7", "0000000000000000000000000042", "1_000", "0x10", "00000000000000000000018446744073709551616"} {
 		f.Add(k)
 	}
 	f.Fuzz(func(t *testing.T, key string) {

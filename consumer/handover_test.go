@@ -25,10 +25,10 @@ import (
 // 3 tasks, Concurrency 4, makes one task misbehave with h, and has a third
 // worker join while it does; it returns the tally, except for the
 // misbehaving task's id.
-func handoverWith(t *testing.T, bad string, h func(ctx context.Context, first bool) error, started chan struct{}) tally {
+func handoverWith(t *testing.T, conc int, bad string, h func(ctx context.Context, first bool) error, started chan struct{}) tally {
 	log := memory.NewLog(4)
 	var once atomic.Bool
-	g := newGroup(t, log.Source, consumer.Options{Concurrency: 4, RetryMin: time.Millisecond, RetryMax: 20 * time.Millisecond},
+	g := newGroup(t, log.Source, consumer.Options{Concurrency: conc, RetryMin: time.Millisecond, RetryMax: 20 * time.Millisecond},
 		func(int, *partition.Lease) consumer.Handler {
 			return func(ctx context.Context, m *transport.Message) error {
 				if string(m.Payload) == bad {
@@ -63,9 +63,13 @@ func handoverWith(t *testing.T, bad string, h func(ctx context.Context, first bo
 // A task that outlives the drain (it takes 4s and honours its context) is
 // cut off once and done by its next owner; every other task exactly once.
 func TestSlowTaskCostsOnlyItselfAtAHandover(t *testing.T) {
+	forEachConcurrency(t, slowTaskCostsOnlyItself)
+}
+
+func slowTaskCostsOnlyItself(t *testing.T, conc int) {
 	started := make(chan struct{})
 	var attempts, done atomic.Int64
-	handoverWith(t, "7/1", func(ctx context.Context, first bool) error {
+	handoverWith(t, conc, "7/1", func(ctx context.Context, first bool) error {
 		attempts.Add(1)
 		if first {
 			close(started)
@@ -86,9 +90,13 @@ func TestSlowTaskCostsOnlyItselfAtAHandover(t *testing.T) {
 // A task that always fails (default policy) costs only itself at a
 // handover too: every other task exactly once.
 func TestFailingTaskCostsOnlyItselfAtAHandover(t *testing.T) {
+	forEachConcurrency(t, failingTaskCostsOnlyItself)
+}
+
+func failingTaskCostsOnlyItself(t *testing.T, conc int) {
 	started := make(chan struct{})
 	var once sync.Once
-	handoverWith(t, "7/0", func(ctx context.Context, first bool) error {
+	handoverWith(t, conc, "7/0", func(ctx context.Context, first bool) error {
 		once.Do(func() { close(started) })
 		return errors.New("always fails")
 	}, started)

@@ -6,7 +6,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nandi-go/nandi/checkpoint"
 	"github.com/nandi-go/nandi/partition"
 	"github.com/nandi-go/nandi/transport"
 )
@@ -21,20 +20,29 @@ const (
 
 // intake reads and dispatches until the term stops taking. It fetches
 // only while work may start (not within DrainTimeout of a deadline the
-// renewal has not moved yet), and writes the checkpoints of a log every
-// CheckpointInterval, or sooner when CheckpointEvery tasks have finished.
+// renewal has not moved yet). Checkpoints are written by the term's writer
+// (checkpoint.go), never waited for here.
+// With Concurrency 1 it also runs the tasks (takeInline) and the retries
+// that come due (runDue). It runs on its own goroutine, which the drain
+// detaches if user code it runs (a handler, or Options.ID) outlives the
+// term; it then returns touching nothing.
 func (c *Consumer) intake(tr *term, r transport.Reader) {
-	lastWrite := time.Now()
+	defer close(tr.intakeDone)
 	var backoff time.Duration
 	for {
+		if tr.inline && !c.runDue(tr) {
+			return
+		}
 		if !tr.mayStart() {
 			return
 		}
 		// Fetch until intake must pause, and no longer than the next
-		// checkpoint is due, so an idle log still gets its writes.
+		// retry is due.
 		until := time.Unix(0, tr.pauseAt.Load())
-		if tr.info.Log {
-			until = earliest(until, lastWrite.Add(c.opts.CheckpointInterval))
+		if tr.inline {
+			if d := tr.s.nextDue(); !d.IsZero() {
+				until = earliest(until, d)
+			}
 		}
 		fctx, cancel := context.WithDeadline(tr.taking, until)
 		ms, err := r.Fetch(fctx)
@@ -56,26 +64,250 @@ func (c *Consumer) intake(tr *term, r transport.Reader) {
 				return
 			}
 		}
-		if len(ms) > 0 && !c.take(tr, ms) {
-			return
-		}
-		if tr.info.Log {
-			due := !time.Now().Before(lastWrite.Add(c.opts.CheckpointInterval))
-			select {
-			case <-tr.flush:
-				due = true
-			default:
+		if len(ms) > 0 {
+			ok := false
+			if tr.inline {
+				ok = c.takeInline(tr, ms)
+			} else {
+				ok = c.take(tr, ms)
 			}
-			if due {
-				err := c.writeCheckpoint(tr)
-				lastWrite = time.Now()
-				if errors.Is(err, checkpoint.ErrMoved) {
-					tr.moved = true // the epoch changed under this term: open again
-					return
-				}
+			if !ok {
+				return
 			}
 		}
 	}
+}
+
+// takeInline runs one batch as a plain loop would (Concurrency 1): for
+// each message the id, the filter, and the handler, inside one gate entry
+// for the batch; a task that succeeds at once costs no allocation and no
+// bookkeeping. A task that fails, cannot become a task, or belongs to an id
+// with tasks waiting goes the slow way (takeSlow). Reading is advanced
+// over the batch at its end, in one lock. It returns false when the term
+// stopped taking (the rest of the batch stays unread for the checkpoint)
+// or intake was detached.
+func (c *Consumer) takeInline(tr *term, ms []*transport.Message) bool {
+	w := tr.w0
+	tr.mu.Lock()
+	tr.curBatch = ms
+	tr.mu.Unlock()
+	tr.batchDone.Store(0)
+	if !c.enterBatch(tr) {
+		return c.closeBatch(tr, ms, 0, false, false)
+	}
+	var handled, notOwned, doneBefore int64
+	defer func() {
+		c.stats.handled.Add(handled)
+		c.stats.notOwned.Add(notOwned)
+		c.stats.doneBefore.Add(doneBefore)
+	}()
+	for i, m := range ms {
+		if m.Shard < 0 || m.Shard >= len(tr.shards) {
+			c.noteBadShard(tr, m)
+			tr.batchDone.Store(int64(i + 1))
+			continue
+		}
+		id, intakeErr := c.taskID(m)
+		if w.detached() {
+			return c.detachedReturn()
+		}
+		if !tr.a.Owns(id) {
+			notOwned++
+			if m.Ack != nil {
+				m.Ack()
+			}
+			tr.batchDone.Store(int64(i + 1))
+			continue
+		}
+		if tr.st != nil && tr.st.Done(m.Shard, m.Position, id) {
+			doneBefore++
+			if m.Ack != nil {
+				m.Ack()
+			}
+			tr.batchDone.Store(int64(i + 1))
+			continue
+		}
+		if !tr.mayStartNow() && !tr.mayStart() {
+			return c.closeBatch(tr, ms, i, true, false)
+		}
+		var handlerErr error
+		if intakeErr == nil && !tr.s.blocked(id) {
+			handlerErr = c.callHandler(tr.ctx, m)
+			if w.detached() {
+				return c.detachedReturn()
+			}
+			if handlerErr == nil {
+				handled++
+				if m.Ack != nil {
+					m.Ack()
+				}
+				tr.batchDone.Store(int64(i + 1))
+				continue
+			}
+			if tr.ctx.Err() != nil { // cut off by the lease: the next holder does it
+				c.stats.abandoned.Add(1)
+				return c.closeBatch(tr, ms, i, true, false)
+			}
+		}
+		// The slow way, outside the batch's gate entry.
+		if !c.leaveBatch(tr) {
+			return false
+		}
+		if !c.takeSlow(tr, m, id, intakeErr, handlerErr) {
+			if w.detached() {
+				return false
+			}
+			return c.closeBatch(tr, ms, i, false, false)
+		}
+		tr.batchDone.Store(int64(i + 1))
+		if !c.enterBatch(tr) {
+			return c.closeBatch(tr, ms, i+1, false, false)
+		}
+	}
+	return c.closeBatch(tr, ms, len(ms), true, true)
+}
+
+// detachedReturn is how intake returns from user code after it was
+// detached inside a batch: it gives back its counts and touches nothing
+// else.
+func (c *Consumer) detachedReturn() bool {
+	c.running.Add(-1)
+	c.overdue.Add(-1)
+	return false
+}
+
+// enterBatch enters the gate for intake's inline work, as an attempt of
+// intake's worker.
+func (c *Consumer) enterBatch(tr *term) bool {
+	tr.w0.begin(nil)
+	if !tr.gate.Enter() {
+		tr.w0.end()
+		return false
+	}
+	c.running.Add(1)
+	return true
+}
+
+// leaveBatch leaves the gate; false when intake was detached meanwhile.
+func (c *Consumer) leaveBatch(tr *term) bool {
+	c.running.Add(-1)
+	tr.gate.Leave()
+	if !tr.w0.end() {
+		c.overdue.Add(-1)
+		return false
+	}
+	return true
+}
+
+// closeBatch ends an inline batch whose first n messages are behind
+// intake: it leaves the gate if inside, advances reading over them, and
+// returns ok (false when intake was detached on leaving).
+func (c *Consumer) closeBatch(tr *term, ms []*transport.Message, n int, inside, ok bool) bool {
+	if inside && !c.leaveBatch(tr) {
+		return false
+	}
+	tr.mu.Lock()
+	tr.advance(ms, n)
+	tr.curBatch = nil
+	tr.mu.Unlock()
+	return ok
+}
+
+// advance moves reading past the first n messages of ms (under mu).
+func (tr *term) advance(ms []*transport.Message, n int) {
+	if !tr.info.Log {
+		return
+	}
+	for _, m := range ms[:n] {
+		if m.Shard >= 0 && m.Shard < len(tr.shards) {
+			tr.shards[m.Shard].next = m.Position.Next()
+		}
+	}
+}
+
+// takeSlow takes an owned message that cannot simply run (Concurrency 1):
+// it failed inline (err from the handler), cannot become a task (a
+// permanent err from intake), or belongs to an id with tasks waiting. It
+// becomes a task recorded as unfinished, and its failure goes through the
+// policy; a task to retry, or to wait behind its id, is held by the
+// scheduler, for which it waits for room (running what comes due). It
+// returns false when the term stopped taking or intake was detached.
+func (c *Consumer) takeSlow(tr *term, m *transport.Message, id uint64, intakeErr, handlerErr error) bool {
+	t := &task{m: m, id: id, err: intakeErr, tr: tr, taken: time.Now()}
+	if !c.reserveInline(tr) {
+		return false
+	}
+	tr.mu.Lock()
+	tr.shards[m.Shard].add(t)
+	tr.mu.Unlock()
+	if tr.s.blocked(id) {
+		tr.s.enqueueBehind(t)
+		return true
+	}
+	var out outcome
+	var attached bool
+	if handlerErr != nil {
+		out, attached = c.failed(tr.w0, t, handlerErr)
+	} else {
+		out, attached = c.attempt(tr.w0, t)
+	}
+	if !attached {
+		return false
+	}
+	switch v := c.settle(t, out); v {
+	case finished:
+		tr.s.release()
+	case again:
+		tr.s.park(t, time.Now().Add(t.backoff))
+	default: // leave: the term is over
+		tr.s.release()
+		return false
+	}
+	return true
+}
+
+// reserveInline reserves room in the scheduler for one task (Concurrency
+// 1): while it is full, intake runs the retries that come due, and waits
+// for the next one.
+func (c *Consumer) reserveInline(tr *term) bool {
+	for !tr.s.tryReserve() {
+		if !c.runDue(tr) || !tr.mayStart() {
+			return false
+		}
+		if tr.s.tryReserve() {
+			return true
+		}
+		d := tr.s.nextDue()
+		if d.IsZero() || !sleep(tr.taking, time.Until(d)) {
+			return false
+		}
+	}
+	return true
+}
+
+// runDue runs, on intake's goroutine (Concurrency 1), the tasks whose
+// retry time has come and then the tasks waiting behind them, as long as
+// each id's first task finishes. It returns false when intake was
+// detached.
+func (c *Consumer) runDue(tr *term) bool {
+	if d := tr.s.nextDue(); d.IsZero() || d.After(time.Now()) {
+		return true
+	}
+	tr.dueBuf = tr.s.due(time.Now(), tr.dueBuf[:0])
+	for _, q := range tr.dueBuf {
+		for {
+			v, at := c.execute(tr.w0, tr.s.first(q))
+			if v == detached {
+				return false
+			}
+			more := tr.s.afterInline(q, v, at)
+			if !more {
+				break
+			}
+		}
+	}
+	clear(tr.dueBuf)
+	return true
 }
 
 // take filters one batch and hands the owned tasks to the scheduler, in
@@ -90,12 +322,14 @@ func (c *Consumer) take(tr *term, ms []*transport.Message) bool {
 	now := time.Now()
 	tasks, at := tr.batch[:0], tr.batchAt[:0]
 	var notOwned, doneBefore int64
+	// Options.ID is user code: called inside the gate, as intake's
+	// attempt, so that one that never returns is detached like a handler.
+	if c.opts.ID != nil && !c.enterBatch(tr) {
+		return false
+	}
 	for i, m := range ms {
 		if m.Shard < 0 || m.Shard >= len(tr.shards) {
-			c.stats.badShard.Add(1)
-			if c.badShard.fail() {
-				tr.log.Warn("message from a shard the source did not describe; not taken (a transport bug)", "shard", m.Shard, "shards", len(tr.shards))
-			}
+			c.noteBadShard(tr, m)
 			continue
 		}
 		id, err := c.taskID(m)
@@ -116,19 +350,13 @@ func (c *Consumer) take(tr *term, ms []*transport.Message) bool {
 		tasks = append(tasks, &task{m: m, id: id, err: err, tr: tr, taken: now})
 		at = append(at, i)
 	}
+	if c.opts.ID != nil && !c.leaveBatch(tr) {
+		return false
+	}
 	c.stats.notOwned.Add(notOwned)
 	c.stats.doneBefore.Add(doneBefore)
 
 	read := 0 // messages the bookkeeping has passed
-	advance := func(upto int) {
-		if tr.info.Log {
-			for ; read < upto; read++ {
-				if m := ms[read]; m.Shard >= 0 && m.Shard < len(tr.shards) {
-					tr.shards[m.Shard].next = m.Position.Next()
-				}
-			}
-		}
-	}
 	ok := true
 	for i := 0; i < len(tasks); {
 		n := tr.s.reserve(len(tasks) - i)
@@ -146,19 +374,27 @@ func (c *Consumer) take(tr *term, ms []*transport.Message) bool {
 		for _, t := range chunk {
 			tr.shards[t.m.Shard].add(t)
 		}
-		advance(upto)
+		tr.advance(ms[read:], upto-read)
+		read = upto
 		tr.mu.Unlock()
 		tr.s.enqueue(chunk)
 		i += n
 	}
 	if len(tasks) == 0 {
 		tr.mu.Lock()
-		advance(len(ms))
+		tr.advance(ms, len(ms))
 		tr.mu.Unlock()
 	}
 	clear(tasks)
 	tr.batch, tr.batchAt = tasks[:0], at[:0]
 	return ok
+}
+
+func (c *Consumer) noteBadShard(tr *term, m *transport.Message) {
+	c.stats.badShard.Add(1)
+	if c.badShard.fail() {
+		tr.log.Warn("message from a shard the source did not describe; not taken (a transport bug)", "shard", m.Shard, "shards", len(tr.shards))
+	}
 }
 
 // taskID returns the task id of m and, when m cannot become a task (the

@@ -143,9 +143,19 @@ func (c *Consumer) serveOnce(runCtx, loop context.Context, t *partition.Term, in
 	c.cur.Store(tr)
 	defer c.cur.CompareAndSwap(tr, nil)
 	tr.log.Info("serving")
-	c.intake(tr, reader)
-	c.drain(tr, runCtx.Err() != nil)
-	return tr.moved
+	// Intake runs on its own goroutine: with Concurrency 1 it runs the
+	// handlers too, and one that outlives the term must not keep the drain
+	// from going on without it.
+	go c.intake(tr, reader)
+	if info.Log {
+		tr.wg.Go(func() { c.writer(tr) })
+	}
+	select {
+	case <-tr.intakeDone:
+	case <-tr.taking.Done():
+	}
+	moved = c.drain(tr, runCtx.Err() != nil)
+	return moved
 }
 
 // drain ends a term with the drain gate: stop admitting attempts, wait for
@@ -154,7 +164,7 @@ func (c *Consumer) serveOnce(runCtx, loop context.Context, t *partition.Term, in
 // checkpoints. Handlers still running then are overdue: their context has
 // ended, their goroutines are left to return on their own, and their tasks
 // are the next holder's.
-func (c *Consumer) drain(tr *term, shutdown bool) {
+func (c *Consumer) drain(tr *term, shutdown bool) (moved bool) {
 	start := time.Now()
 	if tr.info.Log {
 		// Now, while the term is held, not only after the wait: a handler
@@ -179,16 +189,40 @@ func (c *Consumer) drain(tr *term, shutdown bool) {
 		cancel()
 	}
 	tr.s.close()
+	intakeDetached := false
 	if err != nil {
-		if late := tr.s.detach(&c.overdue); len(late) > 0 {
+		late := tr.s.detach(&c.overdue)
+		if tr.w0.detach(&c.overdue) {
+			intakeDetached = true
+			late = append(late, nil)
+		}
+		if len(late) > 0 {
 			c.stats.overdueTotal.Add(int64(len(late)))
-			keys := make([]string, len(late))
-			for i, t := range late {
-				keys[i] = t.m.Key
+			var keys []string
+			for _, t := range late {
+				if t != nil {
+					keys = append(keys, t.m.Key)
+				}
 			}
 			tr.log.Warn("handlers overdue: still running after their term, their context ended; the next holder may run their tasks while they do",
-				"count", len(late), "keys", keys)
+				"count", len(late), "keys", keys, "intake", intakeDetached)
 		}
+	}
+	if !intakeDetached {
+		<-tr.intakeDone
+	} else {
+		// Intake is stuck in user code in the middle of a batch: reading
+		// advances over the messages behind it, not past the one it runs.
+		tr.mu.Lock()
+		if ms := tr.curBatch; ms != nil {
+			n := int(tr.batchDone.Load())
+			tr.advance(ms, n)
+			if n < len(ms) {
+				c.stats.abandoned.Add(1)
+			}
+			tr.curBatch = nil
+		}
+		tr.mu.Unlock()
 	}
 	c.abandon(tr.s.join())
 	if tr.info.Log {
@@ -196,6 +230,7 @@ func (c *Consumer) drain(tr *term, shutdown bool) {
 	}
 	c.drains.Observe(time.Since(start))
 	tr.log.Info("drained", "took", time.Since(start))
+	return tr.moved.Load()
 }
 
 var errTermOver = errors.New("consumer: the term ended")

@@ -18,31 +18,37 @@ const (
 	// until then. No goroutine waits with it.
 	again
 	// leave: the term is over for this task. It stays unfinished, and so do
-	// the later tasks of its id (per-id order); close hands them back.
+	// the later tasks of its id (per-id order); join hands them back.
 	leave
 	// detached: the worker was detached while user code ran (overdue). It
 	// touches nothing of the scheduler any more.
 	detached
 )
 
-// sched runs one term's tasks on a fixed set of worker goroutines: one id
-// at a time, in the order pushed per id; different ids in parallel. A task
-// that must wait before its next attempt parks its id, and nothing else,
-// until its retry time. It holds at most capacity tasks (queued, running or
-// parked); push blocks beyond that.
+// sched holds a term's tasks that wait for their turn: one id at a time,
+// in the order pushed per id; different ids in parallel. A task that must
+// wait before its next attempt parks its id, and nothing else, until its
+// retry time. It holds at most capacity tasks (queued, running or
+// parked).
+//
+// With Concurrency above 1 it runs its tasks on that many worker
+// goroutines, each taking a few ready ids per lock. With Concurrency 1 it
+// has no goroutine of its own: intake runs tasks inline, and only the ids
+// of failed tasks (and their later tasks) live here, run by intake when
+// their retry time comes (due).
 type sched struct {
 	run func(w *worker, t *task) (verdict, time.Time)
 
 	mu       sync.Mutex
 	work     *sync.Cond // workers: an id is ready, or closed
-	room     *sync.Cond // push: a task left, or halted
+	room     *sync.Cond // reserve: a task left, or halted
 	byID     map[uint64]*idQueue
-	ready    fifo       // ids whose first task may run now, in order
-	parked   parkHeap   // ids waiting for a retry time
-	free     []*idQueue // reusable queues
+	ready    fifo     // ids whose first task may run now, in order
+	parked   parkHeap // ids waiting for a retry time
+	free     []*idQueue
 	held     int
 	capacity int
-	halted   bool // push refuses
+	halted   bool // reserve refuses
 	closed   bool // nothing more starts; workers return
 
 	wake    chan struct{} // capacity 1: the earliest retry time changed
@@ -53,22 +59,34 @@ type sched struct {
 
 type idQueue struct {
 	id      uint64
-	tasks   []*task // the first is running, parked, ready or left
+	buf     []*task // tasks are buf[head:]; the first is running, parked, ready or left
+	head    int
 	retryAt time.Time
 	slot    int // index in parked; -1 when not parked
 }
 
-// worker is one of the scheduler's goroutines. While it runs user code it
-// can be detached: the scheduler stops waiting for it, and when the user
-// code returns the goroutine ends without touching anything.
+func (q *idQueue) first() *task { return q.buf[q.head] }
+func (q *idQueue) len() int     { return len(q.buf) - q.head }
+func (q *idQueue) push(t *task) { q.buf = append(q.buf, t) }
+func (q *idQueue) pop() {
+	q.buf[q.head] = nil
+	q.head++
+	if q.head == len(q.buf) {
+		q.buf, q.head = q.buf[:0], 0
+	}
+}
+
+// worker is one goroutine that runs user code for a term: a scheduler
+// worker, or intake itself. While it runs user code it can be detached:
+// the term stops waiting for it, and when the user code returns the
+// goroutine ends without touching anything.
 type worker struct {
-	s     *sched
 	state atomic.Int32
-	task  atomic.Pointer[task] // the task of the attempt in progress
+	task  atomic.Pointer[task] // the task of the attempt in progress (nil inline)
 }
 
 const (
-	workerIdle     = iota // in the scheduler's own code
+	workerIdle     = iota // in the consumer's own code
 	workerAttempt         // in an attempt: user code may run
 	workerDetached        // detached during an attempt; its WaitGroup count given back
 	workerExited
@@ -86,20 +104,38 @@ func (w *worker) end() bool {
 	return w.state.CompareAndSwap(workerAttempt, workerIdle)
 }
 
+// detached reports whether the worker was detached (cheap: one load).
+func (w *worker) detached() bool { return w.state.Load() == workerDetached }
+
+// detach detaches the worker if it is in an attempt, counting it in
+// overdue first (so that its return, which takes it off, never runs ahead
+// of the count). It reports whether it did.
+func (w *worker) detach(overdue *atomic.Int64) bool {
+	overdue.Add(1)
+	if w.state.CompareAndSwap(workerAttempt, workerDetached) {
+		return true
+	}
+	overdue.Add(-1)
+	return false
+}
+
 func newSched(workers, capacity int, run func(*worker, *task) (verdict, time.Time)) *sched {
 	s := &sched{
 		run:      run,
-		byID:     make(map[uint64]*idQueue, capacity),
+		byID:     make(map[uint64]*idQueue),
 		capacity: capacity,
 		wake:     make(chan struct{}, 1),
 		done:     make(chan struct{}),
 	}
 	s.work = sync.NewCond(&s.mu)
 	s.room = sync.NewCond(&s.mu)
+	if workers == 0 {
+		return s
+	}
 	s.wg.Add(1 + workers)
 	go s.timers()
 	for range workers {
-		w := &worker{s: s}
+		w := &worker{}
 		s.workers = append(s.workers, w)
 		go s.loop(w)
 	}
@@ -123,28 +159,164 @@ func (s *sched) reserve(k int) int {
 	return n
 }
 
+// tryReserve reserves room for one task without waiting.
+func (s *sched) tryReserve() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.halted || s.held >= s.capacity {
+		return false
+	}
+	s.held++
+	return true
+}
+
+func (s *sched) queue(id uint64) *idQueue {
+	var q *idQueue
+	if n := len(s.free); n > 0 {
+		q, s.free = s.free[n-1], s.free[:n-1]
+	} else {
+		q = &idQueue{slot: -1}
+	}
+	q.id = id
+	s.byID[id] = q
+	return q
+}
+
 // enqueue queues reserved tasks, each behind the earlier tasks of its id.
 func (s *sched) enqueue(ts []*task) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, t := range ts {
 		if q := s.byID[t.id]; q != nil {
-			q.tasks = append(q.tasks, t) // runs after the ones before it
+			q.push(t) // runs after the ones before it
 			continue
 		}
-		var q *idQueue
-		if n := len(s.free); n > 0 {
-			q, s.free = s.free[n-1], s.free[:n-1]
-		} else {
-			q = &idQueue{slot: -1}
-		}
-		q.id = t.id
-		q.tasks = append(q.tasks, t)
-		s.byID[t.id] = q
+		q := s.queue(t.id)
+		q.push(t)
 		s.ready.push(q)
 		s.work.Signal()
 	}
 }
+
+// blocked reports whether id has tasks here (then a new task of id must
+// wait behind them). Without a lock: only with Concurrency 1, where intake
+// is the only goroutine that changes the scheduler.
+func (s *sched) blocked(id uint64) bool {
+	return len(s.byID) > 0 && s.byID[id] != nil
+}
+
+// park holds a reserved task that failed inline until at, its id blocked.
+func (s *sched) park(t *task, at time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	q := s.queue(t.id)
+	q.push(t)
+	q.retryAt = at
+	heap.Push(&s.parked, q)
+}
+
+// enqueueBehind queues a reserved task behind the tasks of its id, which
+// has some (Concurrency 1).
+func (s *sched) enqueueBehind(t *task) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.byID[t.id].push(t)
+}
+
+// release gives back the room of a reserved task that never entered.
+func (s *sched) release() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.held--
+	s.room.Signal()
+}
+
+// afterInline settles q's first task (Concurrency 1, where no worker takes
+// ready ids) and reports whether the id's next task may run now.
+func (s *sched) afterInline(q *idQueue, v verdict, at time.Time) (more bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch v {
+	case finished:
+		q.pop()
+		s.held--
+		if q.len() == 0 {
+			delete(s.byID, q.id)
+			s.free = append(s.free, q)
+			return false
+		}
+		return true
+	case again:
+		q.retryAt = at
+		heap.Push(&s.parked, q)
+	}
+	return false
+}
+
+// first returns q's first task, under the lock.
+func (s *sched) first(q *idQueue) *task {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return q.first()
+}
+
+// nextDue is the earliest retry time (zero when nothing is parked).
+func (s *sched) nextDue() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.parked) == 0 {
+		return time.Time{}
+	}
+	return s.parked[0].retryAt
+}
+
+// due pops the ids whose retry time has come (Concurrency 1: intake runs
+// them).
+func (s *sched) due(now time.Time, out []*idQueue) []*idQueue {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for len(s.parked) > 0 && !s.parked[0].retryAt.After(now) {
+		out = append(out, heap.Pop(&s.parked).(*idQueue))
+	}
+	return out
+}
+
+// after settles q's first task by its attempt's verdict.
+func (s *sched) after(q *idQueue, v verdict, at time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.afterLocked(q, v, at)
+}
+
+func (s *sched) afterLocked(q *idQueue, v verdict, at time.Time) {
+	switch v {
+	case finished:
+		q.pop()
+		s.held--
+		s.room.Signal()
+		if q.len() == 0 {
+			delete(s.byID, q.id)
+			s.free = append(s.free, q)
+		} else if !s.closed {
+			s.ready.push(q) // behind the ids already waiting
+			s.work.Signal()
+		}
+	case again:
+		q.retryAt = at
+		heap.Push(&s.parked, q)
+		if q.slot == 0 {
+			select {
+			case s.wake <- struct{}{}:
+			default:
+			}
+		}
+	case leave:
+		// Not ready and not parked: its tasks stay until join.
+	}
+}
+
+// workerBatch is how many ready ids a worker takes per lock.
+const workerBatch = 8
 
 func (s *sched) loop(w *worker) {
 	defer func() {
@@ -152,6 +324,10 @@ func (s *sched) loop(w *worker) {
 			s.wg.Done()
 		}
 	}()
+	var qs [workerBatch]*idQueue
+	var ts [workerBatch]*task
+	var vs [workerBatch]verdict
+	var ats [workerBatch]time.Time
 	s.mu.Lock()
 	for {
 		for s.ready.len() == 0 && !s.closed {
@@ -161,45 +337,29 @@ func (s *sched) loop(w *worker) {
 			s.mu.Unlock()
 			return
 		}
-		q := s.ready.pop()
-		t := q.tasks[0]
-		s.mu.Unlock()
-
-		v, at := s.run(w, t)
-		if v == detached {
-			return
+		// A share of what is ready, so that the other workers get theirs.
+		n := min(workerBatch, max(1, s.ready.len()/len(s.workers)))
+		for i := range n {
+			qs[i] = s.ready.pop()
+			ts[i] = qs[i].first() // under the lock: intake appends to the queue
 		}
-
+		s.mu.Unlock()
+		for i := range n {
+			vs[i], ats[i] = s.run(w, ts[i])
+			if vs[i] == detached {
+				return
+			}
+		}
 		s.mu.Lock()
-		switch v {
-		case finished:
-			q.tasks[0] = nil
-			q.tasks = q.tasks[1:]
-			s.held--
-			s.room.Signal()
-			if len(q.tasks) == 0 {
-				delete(s.byID, q.id)
-				q.tasks = q.tasks[:0:0]
-				s.free = append(s.free, q)
-			} else {
-				s.ready.push(q) // behind the ids already waiting
-			}
-		case again:
-			q.retryAt = at
-			heap.Push(&s.parked, q)
-			if q.slot == 0 {
-				select {
-				case s.wake <- struct{}{}:
-				default:
-				}
-			}
-		case leave:
-			// Not ready and not parked: its tasks stay until close.
+		for i := range n {
+			s.afterLocked(qs[i], vs[i], ats[i])
+			qs[i], ts[i] = nil, nil
 		}
 	}
 }
 
-// timers moves parked ids back to ready at their retry times.
+// timers moves parked ids back to ready at their retry times (Concurrency
+// above 1).
 func (s *sched) timers() {
 	defer s.wg.Done()
 	timer := time.NewTimer(time.Hour)
@@ -226,7 +386,7 @@ func (s *sched) timers() {
 	}
 }
 
-// halt makes push refuse from now on, waking a push that waits for room.
+// halt makes reserve refuse from now on, waking one that waits for room.
 func (s *sched) halt() {
 	s.mu.Lock()
 	s.halted = true
@@ -234,7 +394,7 @@ func (s *sched) halt() {
 	s.mu.Unlock()
 }
 
-// close stops the scheduler: push refuses, nothing more starts, idle
+// close stops the scheduler: reserve refuses, nothing more starts, idle
 // workers return. Workers in an attempt return when it ends (or never
 // touch anything again, once detached). Call join after it.
 func (s *sched) close() {
@@ -251,19 +411,15 @@ func (s *sched) close() {
 }
 
 // detach stops waiting for the workers that are in an attempt now, and
-// returns their tasks: user code that has outlived its term. Each is
-// counted in overdue before it is detached, so that its return (which
-// takes it off) never runs ahead of the count. Only after close.
+// returns their tasks: user code that has outlived its term. Only after
+// close.
 func (s *sched) detach(overdue *atomic.Int64) []*task {
 	var out []*task
 	for _, w := range s.workers {
 		t := w.task.Load()
-		overdue.Add(1)
-		if w.state.CompareAndSwap(workerAttempt, workerDetached) {
+		if w.detach(overdue) {
 			s.wg.Done()
 			out = append(out, t)
-		} else {
-			overdue.Add(-1)
 		}
 	}
 	return out
@@ -278,7 +434,7 @@ func (s *sched) join() []*task {
 	defer s.mu.Unlock()
 	var out []*task
 	for _, q := range s.byID {
-		out = append(out, q.tasks...)
+		out = append(out, q.buf[q.head:]...)
 	}
 	clear(s.byID)
 	s.ready, s.parked, s.held = fifo{}, nil, 0

@@ -21,6 +21,7 @@ type task struct {
 	lastErr  error
 	dead     bool // gone to the dead-letter path: DeadLetter is what is retried
 	failing  bool // counted in Consumer.failingTasks
+	settled  bool // finished and accounted for: not handed back at the term's end
 
 	before, after *task // its shard's unfinished list, under tr.mu
 }
@@ -58,6 +59,7 @@ func (c *Consumer) settle(t *task, out outcome) verdict {
 		t.m.Ack()
 	}
 	t.tr.finish(t)
+	t.settled = true
 	return finished
 }
 
@@ -66,6 +68,9 @@ func (c *Consumer) settle(t *task, out outcome) verdict {
 // checkpoint (which never passed them); other sources have given them up.
 func (c *Consumer) abandon(ts []*task) {
 	for _, t := range ts {
+		if t.settled {
+			continue // finished by a worker detached before it could say so
+		}
 		c.stats.abandoned.Add(1)
 		c.notFailing(t)
 		if t.m.Ack != nil {

@@ -32,17 +32,33 @@ type term struct {
 	taking     context.Context
 	stopTaking context.CancelFunc
 	over       atomic.Bool  // taking has ended (read on the per-task path)
+	paused     atomic.Bool  // within DrainTimeout of a deadline the renewal has not moved
 	pauseAt    atomic.Int64 // unix ns: from then until a renewal, nothing starts
 
 	gate drain.Gate // the attempts running: the drain waits for them
 	s    *sched
+
+	// inline is Concurrency 1: intake runs each task itself, as a plain
+	// loop would, with no goroutine hand-off and no bookkeeping for a task
+	// that succeeds at once. w0 is intake's worker (detached if user code
+	// it runs outlives the term); intakeDone is closed when it returns.
+	inline     bool
+	w0         *worker
+	intakeDone chan struct{}
+	// The batch intake is running inline, and how many of its messages are
+	// behind it (done, not owned, or recorded as unfinished): if intake is
+	// detached in the middle, the drain advances reading over those only.
+	curBatch  []*transport.Message // under mu
+	batchDone atomic.Int64
+	dueBuf    []*idQueue // intake's scratch
 
 	mu      sync.Mutex
 	st      *checkpoint.State // logs only
 	shards  []*shardTrack     // nil until the log is open
 	since   int               // tasks finished since the last checkpoint write
 	flush   chan struct{}     // capacity 1: CheckpointEvery tasks finished
-	moved   bool              // a checkpoint write met a new epoch: open again (intake's)
+	moved   atomic.Bool       // a checkpoint write met a new epoch: open again
+	writing sync.Mutex        // one checkpoint write at a time
 	batch   []*task           // intake's scratch: the owned tasks of a batch
 	batchAt []int             // and the index of each in its batch
 
@@ -57,10 +73,18 @@ func (c *Consumer) newTerm(runCtx, loop context.Context, t *partition.Term, info
 		log:   c.log.With("index", a.Index, "replicas", a.Replicas, "token", a.Token),
 		flush: make(chan struct{}, 1),
 		done:  make(chan struct{}),
+
+		inline:     c.opts.Concurrency == 1,
+		w0:         &worker{},
+		intakeDone: make(chan struct{}),
 	}
 	tr.ctx, tr.cancel = context.WithCancel(withAssignment(context.WithoutCancel(runCtx), a))
 	tr.taking, tr.stopTaking = context.WithCancel(loop)
-	tr.s = newSched(c.opts.Concurrency, c.opts.MaxPending, c.execute)
+	workers := c.opts.Concurrency
+	if tr.inline {
+		workers = 0
+	}
+	tr.s = newSched(workers, c.opts.MaxPending, c.execute)
 	tr.setPause()
 	tr.wg.Go(func() { tr.watch(loop) })
 	return tr
@@ -72,8 +96,14 @@ func (c *Consumer) newTerm(runCtx, loop context.Context, t *partition.Term, info
 // task starts in the instant a registration may end the term.
 const pauseLead = time.Millisecond
 
-func (tr *term) setPause() {
-	tr.pauseAt.Store(tr.t.Deadline().Add(-tr.c.opts.DrainTimeout - pauseLead).UnixNano())
+// setPause moves the pause to the term's deadline now and returns how
+// long until it begins.
+func (tr *term) setPause() time.Duration {
+	at := tr.t.Deadline().Add(-tr.c.opts.DrainTimeout - pauseLead)
+	tr.pauseAt.Store(at.UnixNano())
+	d := time.Until(at)
+	tr.paused.Store(d <= 0)
+	return d
 }
 
 // stop ends taking: intake returns, no attempt starts, a push waiting for
@@ -84,12 +114,17 @@ func (tr *term) stop() {
 	tr.s.halt()
 }
 
-// watch follows the lease for the term: each renewal moves the pause;
-// the term's end, or the end of Run's context or of the lease, stops
-// taking; the deadline passing with no renewal ends the handlers' context.
+// watch follows the lease for the term: each renewal moves the pause (a
+// timer raises the paused flag when it begins, so the per-task check is
+// two atomic loads, no clock read); the term's end, or the end of Run's
+// context or of the lease, stops taking; the deadline passing with no
+// renewal ends the handlers' context. A Go timer may fire up to about a
+// millisecond late: pauseLead covers it.
 func (tr *term) watch(loop context.Context) {
 	timer := time.NewTimer(time.Until(tr.t.Deadline()))
 	defer timer.Stop()
+	pause := time.NewTimer(max(tr.setPause(), 0))
+	defer pause.Stop()
 	ended, stopping := tr.t.Done(), loop.Done()
 	for {
 		var renewal <-chan struct{}
@@ -105,8 +140,14 @@ func (tr *term) watch(loop context.Context) {
 			tr.stop()
 		case <-renewal:
 			if !isDone(tr.t.Done()) {
-				tr.setPause()
+				pause.Reset(max(tr.setPause(), 0))
 				timer.Reset(time.Until(tr.t.Deadline()))
+			}
+		case <-pause.C:
+			if time.Now().UnixNano() >= tr.pauseAt.Load() {
+				tr.paused.Store(true)
+			} else {
+				pause.Reset(time.Until(time.Unix(0, tr.pauseAt.Load())))
 			}
 		case <-timer.C:
 			d := tr.t.Deadline()
@@ -122,15 +163,21 @@ func (tr *term) watch(loop context.Context) {
 	}
 }
 
+// mayStartNow is mayStart's common case, small enough to inline: the
+// term takes work and is not in its pause.
+func (tr *term) mayStartNow() bool {
+	return !tr.over.Load() && !tr.paused.Load() && !isDone(tr.t.Done())
+}
+
 // mayStart reports whether work may start now: the term takes work, and
 // it is not within DrainTimeout of a deadline the renewal has not moved
-// yet (then it waits for the renewal). The common case is a clock read, two
-// atomic loads and a look at the term's Done channel.
+// yet (then it waits for the renewal). The common case is two atomic loads
+// and a look at the term's Done channel.
 func (tr *term) mayStart() bool {
 	if tr.over.Load() || isDone(tr.t.Done()) {
 		return false
 	}
-	if time.Now().UnixNano() < tr.pauseAt.Load() {
+	if !tr.paused.Load() {
 		return true
 	}
 	for {

@@ -12,7 +12,7 @@ type Gate struct {
 	mu       sync.Mutex
 	stopped  bool
 	inFlight int
-	idle     chan struct{} // closed when inFlight drops to zero; nil while zero
+	idle     chan struct{} // made by a Wait while work is in flight, closed when it drops to zero
 }
 
 // Enter admits one task, unless the gate is stopped. A task admitted must
@@ -22,9 +22,6 @@ func (g *Gate) Enter() bool {
 	defer g.mu.Unlock()
 	if g.stopped {
 		return false
-	}
-	if g.inFlight == 0 {
-		g.idle = make(chan struct{})
 	}
 	g.inFlight++
 	return true
@@ -38,8 +35,8 @@ func (g *Gate) Leave() {
 		panic("drain: Leave without Enter")
 	}
 	g.inFlight--
-	if g.inFlight == 0 {
-		close(g.idle)
+	if g.inFlight == 0 && g.idle != nil {
+		close(g.idle) // wakes every Wait
 		g.idle = nil
 	}
 }
@@ -78,13 +75,20 @@ func (g *Gate) InFlight() int {
 // ctx's error, and InFlight tells how many tasks are still running. Wait
 // does not stop the gate: with the gate open it may never return before
 // ctx ends.
+//
+// Enter and Leave allocate nothing: the channel Wait blocks on is made only
+// when a Wait finds work in flight.
 func (g *Gate) Wait(ctx context.Context) error {
 	g.mu.Lock()
-	idle := g.idle
-	g.mu.Unlock()
-	if idle == nil {
+	if g.inFlight == 0 {
+		g.mu.Unlock()
 		return nil
 	}
+	if g.idle == nil {
+		g.idle = make(chan struct{})
+	}
+	idle := g.idle
+	g.mu.Unlock()
 	select {
 	case <-idle:
 		// Tasks admitted after the one that emptied the gate (only

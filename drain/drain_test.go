@@ -136,3 +136,12 @@ func TestHandoverPastItsDeadlineNeitherAppliesNorResumes(t *testing.T) {
 		t.Fatal("the gate resumed after apply failed")
 	}
 }
+
+// Enter and Leave allocate nothing: the consumer calls them for every batch
+// of attempts.
+func TestEnterLeaveAllocateNothing(t *testing.T) {
+	var g Gate
+	if n := testing.AllocsPerRun(1000, func() { g.Enter(); g.Leave() }); n != 0 {
+		t.Errorf("Enter+Leave allocate %v times; want 0", n)
+	}
+}

@@ -158,11 +158,24 @@ func (f *fleet) check(ids, each int) {
 func exactlyOnce(t *testing.T, f *fleet, publish func(key string, payload []byte)) {
 	const ids, each = 10_000, 6
 	f.live = map[int]*member{}
-	f.copt = consumer.Options{Concurrency: 8, CheckpointInterval: 50 * time.Millisecond}
+	conc := f.copt.Concurrency
+	if conc == 0 {
+		conc = 8
+	}
+	f.copt = consumer.Options{Concurrency: conc, CheckpointInterval: 50 * time.Millisecond}
 	// Work long enough that the holders fall behind the producer by
 	// different amounts: a handover then has to skip what the faster ones
 	// finished.
 	f.work = func() { time.Sleep(time.Duration(rand.Int64N(int64(3 * time.Millisecond)))) }
+	if conc == 1 {
+		// One at a time: a task in 20 takes a millisecond, so that the
+		// holders still fall behind by different amounts.
+		f.work = func() {
+			if rand.IntN(20) == 0 {
+				time.Sleep(time.Millisecond)
+			}
+		}
+	}
 	for range 3 {
 		f.start()
 	}
@@ -202,6 +215,14 @@ func exactlyOnce(t *testing.T, f *fleet, publish func(key string, payload []byte
 func TestConsumerExactlyOnceThroughCleanRebalances(t *testing.T) {
 	log := memory.NewLog(4)
 	f := &fleet{t: t, srv: redistest.Start(t), opts: partition.Options{Name: groupName(t), Interval: 200 * time.Millisecond}, src: log.Source}
+	exactlyOnce(t, f, func(k string, p []byte) { log.Append(k, p) })
+}
+
+// The same with Concurrency 1, where intake runs each task inline.
+func TestConsumerExactlyOnceThroughCleanRebalancesInline(t *testing.T) {
+	log := memory.NewLog(4)
+	f := &fleet{t: t, srv: redistest.Start(t), opts: partition.Options{Name: groupName(t), Interval: 200 * time.Millisecond}, src: log.Source,
+		copt: consumer.Options{Concurrency: 1}}
 	exactlyOnce(t, f, func(k string, p []byte) { log.Append(k, p) })
 }
 

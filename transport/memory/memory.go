@@ -101,19 +101,31 @@ func (r *reader) Fetch(ctx context.Context) ([]*transport.Message, error) {
 			return nil, err
 		}
 		r.l.mu.Lock()
+		// Take from the shards in turn so none starves. The messages of a
+		// batch share one allocation.
+		avail := 0
+		for s, sh := range r.l.shards {
+			avail += len(sh) - int(r.next[s])
+		}
 		var out []*transport.Message
-		// Take from the shards in turn so none starves.
-		n := len(r.next)
-		for k := 0; k < n && len(out) < maxBatch; k++ {
-			s := (r.turn + k) % n
-			sh := r.l.shards[s]
-			for r.next[s] < uint64(len(sh)) && len(out) < maxBatch {
-				e := sh[r.next[s]]
-				out = append(out, &transport.Message{Key: e.key, Payload: e.payload, Shard: s, Position: transport.Offset(r.next[s])})
-				r.next[s]++
+		if avail > 0 {
+			k := min(avail, maxBatch)
+			slab := make([]transport.Message, k)
+			out = make([]*transport.Message, 0, k)
+			n := len(r.next)
+			for j := 0; j < n && len(out) < maxBatch; j++ {
+				s := (r.turn + j) % n
+				sh := r.l.shards[s]
+				for r.next[s] < uint64(len(sh)) && len(out) < maxBatch {
+					e := sh[r.next[s]]
+					m := &slab[len(out)]
+					*m = transport.Message{Key: e.key, Payload: e.payload, Shard: s, Position: transport.Offset(r.next[s])}
+					out = append(out, m)
+					r.next[s]++
+				}
 			}
 		}
-		r.turn = (r.turn + 1) % n
+		r.turn = (r.turn + 1) % len(r.next)
 		grew := r.l.grew
 		r.l.mu.Unlock()
 		if len(out) > 0 {
