@@ -32,8 +32,12 @@ type term struct {
 	taking     context.Context
 	stopTaking context.CancelFunc
 	over       atomic.Bool  // taking has ended (read on the per-task path)
-	paused     atomic.Bool  // within DrainTimeout of a deadline the renewal has not moved
 	pauseAt    atomic.Int64 // unix ns: from then until a renewal, nothing starts
+	// base and pauseAfter are pauseAt for the per-task check: time.Since
+	// reads only the monotonic clock (one vDSO call), and a timer that
+	// fires late on a busy process cannot let a task start past it.
+	base       time.Time
+	pauseAfter atomic.Int64 // ns since base
 
 	gate drain.Gate // the attempts running: the drain waits for them
 	s    *sched
@@ -85,6 +89,7 @@ func (c *Consumer) newTerm(runCtx, loop context.Context, t *partition.Term, info
 		workers = 0
 	}
 	tr.s = newSched(workers, c.opts.MaxPending, c.execute)
+	tr.base = time.Now()
 	tr.setPause()
 	tr.wg.Go(func() { tr.watch(loop) })
 	return tr
@@ -96,14 +101,11 @@ func (c *Consumer) newTerm(runCtx, loop context.Context, t *partition.Term, info
 // task starts in the instant a registration may end the term.
 const pauseLead = time.Millisecond
 
-// setPause moves the pause to the term's deadline now and returns how
-// long until it begins.
-func (tr *term) setPause() time.Duration {
+// setPause moves the pause to the term's deadline now.
+func (tr *term) setPause() {
 	at := tr.t.Deadline().Add(-tr.c.opts.DrainTimeout - pauseLead)
 	tr.pauseAt.Store(at.UnixNano())
-	d := time.Until(at)
-	tr.paused.Store(d <= 0)
-	return d
+	tr.pauseAfter.Store(int64(at.Sub(tr.base)))
 }
 
 // stop ends taking: intake returns, no attempt starts, a push waiting for
@@ -114,17 +116,12 @@ func (tr *term) stop() {
 	tr.s.halt()
 }
 
-// watch follows the lease for the term: each renewal moves the pause (a
-// timer raises the paused flag when it begins, so the per-task check is
-// two atomic loads, no clock read); the term's end, or the end of Run's
-// context or of the lease, stops taking; the deadline passing with no
-// renewal ends the handlers' context. A Go timer may fire up to about a
-// millisecond late: pauseLead covers it.
+// watch follows the lease for the term: each renewal moves the pause; the
+// term's end, or the end of Run's context or of the lease, stops taking;
+// the deadline passing with no renewal ends the handlers' context.
 func (tr *term) watch(loop context.Context) {
 	timer := time.NewTimer(time.Until(tr.t.Deadline()))
 	defer timer.Stop()
-	pause := time.NewTimer(max(tr.setPause(), 0))
-	defer pause.Stop()
 	ended, stopping := tr.t.Done(), loop.Done()
 	for {
 		var renewal <-chan struct{}
@@ -140,14 +137,8 @@ func (tr *term) watch(loop context.Context) {
 			tr.stop()
 		case <-renewal:
 			if !isDone(tr.t.Done()) {
-				pause.Reset(max(tr.setPause(), 0))
+				tr.setPause()
 				timer.Reset(time.Until(tr.t.Deadline()))
-			}
-		case <-pause.C:
-			if time.Now().UnixNano() >= tr.pauseAt.Load() {
-				tr.paused.Store(true)
-			} else {
-				pause.Reset(time.Until(time.Unix(0, tr.pauseAt.Load())))
 			}
 		case <-timer.C:
 			d := tr.t.Deadline()
@@ -164,20 +155,16 @@ func (tr *term) watch(loop context.Context) {
 }
 
 // mayStartNow is mayStart's common case, small enough to inline: the
-// term takes work and is not in its pause.
+// term takes work and is not in its pause, on the monotonic clock.
 func (tr *term) mayStartNow() bool {
-	return !tr.over.Load() && !tr.paused.Load() && !isDone(tr.t.Done())
+	return !tr.over.Load() && !isDone(tr.t.Done()) && int64(time.Since(tr.base)) < tr.pauseAfter.Load()
 }
 
 // mayStart reports whether work may start now: the term takes work, and
 // it is not within DrainTimeout of a deadline the renewal has not moved
-// yet (then it waits for the renewal). The common case is two atomic loads
-// and a look at the term's Done channel.
+// yet (then it waits for the renewal). The common case is mayStartNow.
 func (tr *term) mayStart() bool {
-	if tr.over.Load() || isDone(tr.t.Done()) {
-		return false
-	}
-	if !tr.paused.Load() {
+	if tr.mayStartNow() {
 		return true
 	}
 	for {

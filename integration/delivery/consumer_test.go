@@ -31,16 +31,18 @@ type handling struct {
 // fleet is a group of consumers over one source, each with its own lease
 // and client, as separate processes would have.
 type fleet struct {
-	t    *testing.T
-	srv  *redistest.Server
-	opts partition.Options
-	src  func() transport.Source
-	copt consumer.Options
-	work func() // the handler's work, if any
-	mu   sync.Mutex
-	rec  []handling
-	next int
-	live map[int]*member
+	t      *testing.T
+	srv    *redistest.Server
+	client func() redis.UniversalClient // the leases' (default: srv's)
+	ids    int                          // exactlyOnce's ids (default 10,000)
+	opts   partition.Options
+	src    func() transport.Source
+	copt   consumer.Options
+	work   func() // the handler's work, if any
+	mu     sync.Mutex
+	rec    []handling
+	next   int
+	live   map[int]*member
 }
 
 type member struct {
@@ -52,7 +54,13 @@ type member struct {
 func (f *fleet) start() int {
 	f.next++
 	id := f.next
-	l, err := partition.New(f.srv.Client(), f.opts)
+	var lc redis.UniversalClient
+	if f.client != nil {
+		lc = f.client()
+	} else {
+		lc = f.srv.Client()
+	}
+	l, err := partition.New(lc, f.opts)
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -156,7 +164,10 @@ func (f *fleet) check(ids, each int) {
 // workers by clean starts and stops; then every message must have been
 // handled exactly once, in order per id, only by its owner at that moment.
 func exactlyOnce(t *testing.T, f *fleet, publish func(key string, payload []byte)) {
-	const ids, each = 10_000, 6
+	ids, each := 10_000, 6
+	if f.ids > 0 {
+		ids = f.ids
+	}
 	f.live = map[int]*member{}
 	conc := f.copt.Concurrency
 	if conc == 0 {
@@ -247,4 +258,41 @@ func TestRedisStreamExactlyOnceThroughCleanRebalances(t *testing.T) {
 	if n := c.XLen(ctx, "outbox").Val(); n >= 60_000 {
 		t.Errorf("the stream still holds %d entries; the group should have trimmed what it finished", n)
 	}
+}
+
+// Sharded streams (outbox:{0}..outbox:{7}), each key written to its
+// stream: every entry of every stream exactly once, in order per id, only
+// by its owner, while the group changes; on a single server.
+func TestRedisStreamShardedExactlyOnceThroughCleanRebalances(t *testing.T) {
+	srv := redistest.Start(t)
+	shardedExactlyOnce(t, &fleet{t: t, srv: srv}, func() redis.UniversalClient { return srv.Client() })
+}
+
+// The same on a Redis Cluster of 3 masters: the streams spread over them,
+// read with one round trip per node; the leases on the cluster too.
+func TestRedisStreamShardedExactlyOnceOnACluster(t *testing.T) {
+	cl := redistest.StartCluster(t, 3, 0)
+	client := func() redis.UniversalClient { return cl.Client() }
+	shardedExactlyOnce(t, &fleet{t: t, srv: cl.Nodes[0], client: client}, client)
+}
+
+func shardedExactlyOnce(t *testing.T, f *fleet, client func() redis.UniversalClient) {
+	f.opts = partition.Options{Name: groupName(t), Interval: 200 * time.Millisecond}
+	f.ids = 4000
+	names := redisstream.Names("outbox", 8)
+	f.src = func() transport.Source {
+		src, err := redisstream.NewSharded(client(), names, redisstream.Options{Trim: true, Block: 20 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return src
+	}
+	c := client()
+	router, _ := redisstream.NewSharded(c, names, redisstream.Options{})
+	ctx := context.Background()
+	exactlyOnce(t, f, func(k string, p []byte) {
+		if err := c.XAdd(ctx, &redis.XAddArgs{Stream: router.StreamFor(k), Values: []any{"id", k, "payload", p}}).Err(); err != nil {
+			t.Error(err)
+		}
+	})
 }

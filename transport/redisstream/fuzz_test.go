@@ -25,7 +25,8 @@ func FuzzMessage(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, id, f1, v1, f2, v2, f3, v3 string) {
 		values := map[string]any{f1: v1, f2: v2, f3: v3}
-		m, err := s.message(redis.XMessage{ID: id, Values: values})
+		m := &transport.Message{}
+		err := s.message(m, redis.XMessage{ID: id, Values: values}, 0)
 		p, perr := transport.ParsePosition(id)
 		if (err == nil) != (perr == nil) {
 			t.Fatalf("entry ID %q: message error %v, but parsing says %v", id, err, perr)

@@ -1,11 +1,22 @@
-// Package redisstream is the Redis Streams transport: a drop-in consumer of
-// one stream shared by a nandi group.
+// Package redisstream is the Redis Streams transport: a consumer of one
+// stream, or of several streams that a producer shards by key, shared by a
+// nandi group.
 //
-// Every worker reads the whole stream with XREAD (no consumer group, so no
+// Every worker reads every stream with XREAD (no consumer group, so no
 // XACK and no pending entries list) from the positions the consumer's
 // checkpoint ledger gives, and handles what its lease owns. Stream entry IDs
 // are the positions ("ms-seq" is Position{Hi: ms, Lo: seq}), ordered exactly
-// as Redis orders them; the stream is one shard.
+// as Redis orders them; each stream is one shard of the ledger.
+//
+// # Past one node: sharded streams
+//
+// NewSharded reads n streams, for example outbox:{0} .. outbox:{15}
+// (Names), hash-tagged so that a Redis Cluster spreads them over its
+// masters. A producer keeps each key's entries in one stream, and so in
+// order, by writing a key to StreamFor(key). On a single server one XREAD
+// reads every stream (and blocks when they are all empty); on a
+// *redis.ClusterClient, one XREAD per stream, pipelined, so one round trip
+// per node; when every stream is empty it polls, backing off to Block.
 //
 // The task id comes from a field of the entry (Options.KeyField, default
 // "id") or from Options.Key. An entry without it is not dropped: it goes to
@@ -16,7 +27,7 @@
 // Reads block for at most Options.Block (default 100ms) at a time: go-redis
 // does not interrupt a blocking read when its context ends, so a cancelled
 // Fetch returns within that. With Options.Trim, the group trims entries that
-// every index has checkpointed past (XTRIM MINID), so the stream does not
+// every index has checkpointed past (XTRIM MINID), so the streams do not
 // grow forever.
 package redisstream
 
@@ -24,11 +35,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/nandi-go/nandi/transport"
 	"github.com/redis/go-redis/v9"
+)
+
+// Defaults of Options.
+const (
+	DefaultCount = 512                    // entries per XREAD
+	DefaultBlock = 100 * time.Millisecond // longest wait of one XREAD
 )
 
 // Options configure a Source.
@@ -38,30 +56,53 @@ type Options struct {
 
 	// Key, if set, returns the task id of an entry instead of KeyField.
 	Key func(id string, values map[string]any) (string, error)
-	// Count is the most entries one XREAD returns (default 512).
+	// Count is the most entries one XREAD returns per stream (default 512).
 	Count int64
 	// Block is the longest one XREAD blocks (default 100ms, at least 1ms).
 	Block time.Duration
-	// Trim lets the group trim the stream below what every index has
+	// Trim lets the group trim the streams below what every index has
 	// checkpointed (XTRIM MINID, exact).
 	Trim bool
 }
 
-// Source reads one stream. It implements transport.Source, and
-// transport.Trimmer when Options.Trim is set.
+// Source reads one stream, or several as shards. It implements
+// transport.Source, and transport.Trimmer when Options.Trim is set.
 type Source struct {
-	c      redis.UniversalClient
-	stream string
-	opts   Options
+	c       redis.UniversalClient
+	streams []string
+	cluster bool // one XREAD per stream, pipelined
+	opts    Options
 }
+
+var (
+	_ transport.Source  = (*Source)(nil)
+	_ transport.Trimmer = (*Source)(nil)
+)
 
 // New returns a Source for stream on client. It does no I/O.
 func New(client redis.UniversalClient, stream string, opts Options) (*Source, error) {
+	return NewSharded(client, []string{stream}, opts)
+}
+
+// NewSharded returns a Source over streams on client, stream i being shard
+// i. Keep the list and its order the same on every worker and producer.
+// It does no I/O.
+func NewSharded(client redis.UniversalClient, streams []string, opts Options) (*Source, error) {
 	if client == nil {
 		return nil, errors.New("redisstream: client is nil")
 	}
-	if stream == "" {
-		return nil, errors.New("redisstream: stream name is empty")
+	if len(streams) == 0 {
+		return nil, errors.New("redisstream: no stream given")
+	}
+	seen := map[string]bool{}
+	for _, s := range streams {
+		if s == "" {
+			return nil, errors.New("redisstream: a stream name is empty")
+		}
+		if seen[s] {
+			return nil, fmt.Errorf("redisstream: stream %q is given twice", s)
+		}
+		seen[s] = true
 	}
 	if opts.KeyField == "" {
 		opts.KeyField = "id"
@@ -70,55 +111,103 @@ func New(client redis.UniversalClient, stream string, opts Options) (*Source, er
 		opts.PayloadField = "payload"
 	}
 	if opts.Count <= 0 {
-		opts.Count = 512
+		opts.Count = DefaultCount
 	}
 	if opts.Block == 0 {
-		opts.Block = 100 * time.Millisecond
+		opts.Block = DefaultBlock
 	}
 	if opts.Block < time.Millisecond {
 		return nil, fmt.Errorf("redisstream: Block is %v; it must be at least 1ms (XREAD BLOCK 0 waits forever)", opts.Block)
 	}
-	return &Source{c: client, stream: stream, opts: opts}, nil
+	_, cluster := client.(*redis.ClusterClient)
+	return &Source{c: client, streams: append([]string(nil), streams...), cluster: cluster, opts: opts}, nil
 }
 
-// Stream returns the stream's name.
-func (s *Source) Stream() string { return s.stream }
+// Names returns the names of n streams prefix:{0} .. prefix:{n-1}: each its
+// own Redis Cluster hash tag, so a cluster spreads them over its masters.
+func Names(prefix string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = prefix + ":{" + strconv.Itoa(i) + "}"
+	}
+	return out
+}
 
-// Info reports one shard, ending after the stream's last generated ID.
+// Shard returns the shard (of n) that a producer writes key to: FNV-1a 64
+// of the key's bytes, modulo n. It differs from the task id (consumer.ID
+// reads a decimal key as its number), so that streams do not line up with
+// the group's indexes.
+func Shard(key string, n int) int {
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(key); i++ {
+		h ^= uint64(key[i])
+		h *= 1099511628211
+	}
+	return int(h % uint64(n))
+}
+
+// StreamFor returns the stream a producer writes key's entries to, so that
+// each key's entries stay in one stream, in order.
+func (s *Source) StreamFor(key string) string { return s.streams[Shard(key, len(s.streams))] }
+
+// Stream returns the first stream's name (the only one of New's).
+func (s *Source) Stream() string { return s.streams[0] }
+
+// Streams returns the streams, shard by shard.
+func (s *Source) Streams() []string { return append([]string(nil), s.streams...) }
+
+// Info reports a log of one shard per stream, each ending after its last
+// generated ID (a missing stream ends at 0-1).
 func (s *Source) Info(ctx context.Context) (transport.Info, error) {
-	last := "0-0"
-	xi, err := s.c.XInfoStream(ctx, s.stream).Result()
-	switch {
-	case err == nil:
-		last = xi.LastGeneratedID
-	case strings.Contains(err.Error(), "no such key"):
-	default:
-		return transport.Info{}, fmt.Errorf("redisstream: XINFO STREAM %s: %w", s.stream, err)
+	pipe := s.c.Pipeline()
+	cmds := make([]*redis.XInfoStreamCmd, len(s.streams))
+	for i, st := range s.streams {
+		cmds[i] = pipe.XInfoStream(ctx, st)
 	}
-	p, err := parseID(last)
-	if err != nil {
-		return transport.Info{}, err
+	_, _ = pipe.Exec(ctx)
+	ends := make([]transport.Position, len(s.streams))
+	for i, cmd := range cmds {
+		last := "0-0"
+		xi, err := cmd.Result()
+		switch {
+		case err == nil:
+			last = xi.LastGeneratedID
+		case strings.Contains(err.Error(), "no such key"):
+		default:
+			return transport.Info{}, fmt.Errorf("redisstream: XINFO STREAM %s: %w", s.streams[i], err)
+		}
+		p, err := parseID(last)
+		if err != nil {
+			return transport.Info{}, err
+		}
+		ends[i] = p.Next()
 	}
-	return transport.Info{Log: true, Shards: 1, Ends: []transport.Position{p.Next()}}, nil
+	return transport.Info{Log: true, Shards: len(s.streams), Ends: ends}, nil
 }
 
-// Open starts reading at from[0] (the stream's start without one).
+// Open starts reading each stream at from[shard] (its start without one).
 func (s *Source) Open(_ context.Context, from []transport.Position) (transport.Reader, error) {
-	var start transport.Position
-	if len(from) > 0 {
-		start = from[0]
+	r := &reader{s: s, args: make([]string, 2*len(s.streams))}
+	copy(r.args, s.streams)
+	for i := range s.streams {
+		var start transport.Position
+		if i < len(from) {
+			start = from[i]
+		}
+		r.args[len(s.streams)+i] = formatID(before(start))
 	}
-	return &reader{s: s, last: formatID(before(start))}, nil
+	return r, nil
 }
 
-// Trim removes the entries below pos (shard 0 only); a no-op unless
+// Trim removes the entries of a shard's stream below pos; a no-op unless
 // Options.Trim is set.
 func (s *Source) Trim(ctx context.Context, shard int, below transport.Position) error {
-	if !s.opts.Trim || shard != 0 {
+	if !s.opts.Trim || shard < 0 || shard >= len(s.streams) {
 		return nil
 	}
-	if err := s.c.XTrimMinID(ctx, s.stream, formatID(below)).Err(); err != nil {
-		return fmt.Errorf("redisstream: XTRIM %s MINID %s: %w", s.stream, formatID(below), err)
+	st := s.streams[shard]
+	if err := s.c.XTrimMinID(ctx, st, formatID(below)).Err(); err != nil {
+		return fmt.Errorf("redisstream: XTRIM %s MINID %s: %w", st, formatID(below), err)
 	}
 	return nil
 }
@@ -126,59 +215,141 @@ func (s *Source) Trim(ctx context.Context, shard int, below transport.Position) 
 type reader struct {
 	transport.Closing
 	s    *Source
-	last string // XREAD reads after this ID; used by Fetch only
+	args []string // XREAD's STREAMS: the names, then where each reads after; used by Fetch only
 }
 
 func (r *reader) Fetch(ctx context.Context) ([]*transport.Message, error) {
-	s := r.s
+	var wait time.Duration // the cluster's poll backoff
 	for {
 		if err := r.Err(ctx); err != nil {
 			return nil, err
 		}
-		block := s.opts.Block
-		if d, ok := ctx.Deadline(); ok {
-			block = max(min(block, time.Until(d)), time.Millisecond)
-		}
-		res, err := s.c.XRead(ctx, &redis.XReadArgs{Streams: []string{s.stream, r.last}, Count: s.opts.Count, Block: block}).Result()
-		if errors.Is(err, redis.Nil) {
-			continue
-		}
+		res, err := r.read(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
 			}
-			return nil, fmt.Errorf("redisstream: XREAD %s: %w", s.stream, err)
+			return nil, err
 		}
-		var out []*transport.Message
-		for _, st := range res {
-			for _, x := range st.Messages {
-				m, err := s.message(x)
-				if err != nil {
-					return nil, err
-				}
-				out = append(out, m)
+		out, err := r.decode(res)
+		if err != nil || len(out) > 0 {
+			return out, err
+		}
+		if r.s.cluster {
+			wait = min(max(2*wait, time.Millisecond), r.s.opts.Block)
+			t := time.NewTimer(wait)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return nil, ctx.Err()
+			case <-r.Done():
+				t.Stop()
+				return nil, transport.ErrClosed
 			}
 		}
-		if len(out) == 0 {
-			continue
-		}
-		r.last = formatID(out[len(out)-1].Position)
-		return out, nil
 	}
 }
 
-func (s *Source) message(x redis.XMessage) (*transport.Message, error) {
+// read reads every stream once: one XREAD on a single server (blocking),
+// one per stream pipelined on a cluster (not blocking).
+func (r *reader) read(ctx context.Context) ([]redis.XStream, error) {
+	s := r.s
+	n := len(s.streams)
+	if !s.cluster {
+		block := s.opts.Block
+		if d, ok := ctx.Deadline(); ok {
+			block = max(min(block, time.Until(d)), time.Millisecond)
+		}
+		res, err := s.c.XRead(ctx, &redis.XReadArgs{Streams: r.args, Count: s.opts.Count, Block: block}).Result()
+		if errors.Is(err, redis.Nil) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("redisstream: XREAD %s: %w", strings.Join(s.streams, " "), err)
+		}
+		return res, nil
+	}
+	pipe := s.c.Pipeline()
+	cmds := make([]*redis.XStreamSliceCmd, n)
+	for i := range n {
+		cmds[i] = pipe.XRead(ctx, &redis.XReadArgs{Streams: []string{r.args[i], r.args[n+i]}, Count: s.opts.Count, Block: -1})
+	}
+	_, _ = pipe.Exec(ctx)
+	var out []redis.XStream
+	for i, cmd := range cmds {
+		res, err := cmd.Result()
+		if errors.Is(err, redis.Nil) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("redisstream: XREAD %s: %w", s.streams[i], err)
+		}
+		out = append(out, res...)
+	}
+	return out, nil
+}
+
+// decode makes messages of what XREAD returned, one allocation per stream
+// for the messages themselves, and moves each stream's read position.
+func (r *reader) decode(res []redis.XStream) ([]*transport.Message, error) {
+	total := 0
+	for _, st := range res {
+		total += len(st.Messages)
+	}
+	if total == 0 {
+		return nil, nil
+	}
+	out := make([]*transport.Message, 0, total)
+	slab := make([]transport.Message, total)
+	n := len(r.s.streams)
+	for _, st := range res {
+		shard := r.s.shardOf(st.Stream)
+		if shard < 0 {
+			return nil, fmt.Errorf("redisstream: XREAD returned stream %q, which is not one of this source's", st.Stream)
+		}
+		for _, x := range st.Messages {
+			m := &slab[len(out)]
+			if err := r.s.message(m, x, shard); err != nil {
+				return nil, err
+			}
+			out = append(out, m)
+		}
+		if k := len(st.Messages); k > 0 {
+			r.args[n+shard] = st.Messages[k-1].ID
+		}
+	}
+	return out, nil
+}
+
+func (s *Source) shardOf(stream string) int {
+	if len(s.streams) == 1 {
+		if stream == s.streams[0] {
+			return 0
+		}
+		return -1
+	}
+	for i, st := range s.streams {
+		if st == stream {
+			return i
+		}
+	}
+	return -1
+}
+
+// message fills m from entry x of shard.
+func (s *Source) message(m *transport.Message, x redis.XMessage, shard int) error {
 	p, err := parseID(x.ID)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	m := &transport.Message{Position: p}
+	*m = transport.Message{Shard: shard, Position: p}
 	if s.opts.Key != nil {
 		m.Key, m.Err = s.opts.Key(x.ID, x.Values)
 	} else if v, ok := x.Values[s.opts.KeyField]; ok {
-		m.Key = fmt.Sprint(v)
+		m.Key = text(v)
 	} else {
-		m.Err = fmt.Errorf("redisstream: entry %s of stream %s has no field %q (its task id)", x.ID, s.stream, s.opts.KeyField)
+		m.Err = fmt.Errorf("redisstream: entry %s of stream %s has no field %q (its task id)", x.ID, s.streams[shard], s.opts.KeyField)
 	}
 	if m.Err != nil {
 		m.Key = x.ID // spreads such entries over the group; the owner reports it
@@ -186,16 +357,25 @@ func (s *Source) message(x redis.XMessage) (*transport.Message, error) {
 	for f, v := range x.Values {
 		switch f {
 		case s.opts.PayloadField:
-			m.Payload = []byte(fmt.Sprint(v))
+			m.Payload = []byte(text(v))
 		case s.opts.KeyField:
 		default:
 			if m.Headers == nil {
 				m.Headers = map[string]string{}
 			}
-			m.Headers[f] = fmt.Sprint(v)
+			m.Headers[f] = text(v)
 		}
 	}
-	return m, nil
+	return nil
+}
+
+// text is a field's value as go-redis returns it (a string), without
+// fmt's allocation.
+func text(v any) string {
+	if s, ok := v.(string); ok {
+		return s
+	}
+	return fmt.Sprint(v)
 }
 
 func parseID(id string) (transport.Position, error) {
@@ -206,7 +386,9 @@ func parseID(id string) (transport.Position, error) {
 	return p, nil
 }
 
-func formatID(p transport.Position) string { return fmt.Sprintf("%d-%d", p.Hi, p.Lo) }
+func formatID(p transport.Position) string {
+	return strconv.FormatUint(p.Hi, 10) + "-" + strconv.FormatUint(p.Lo, 10)
+}
 
 // before returns the ID just before p, for XREAD's exclusive start.
 func before(p transport.Position) transport.Position {

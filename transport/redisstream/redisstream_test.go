@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/nandi-go/nandi/internal/redistest"
 	"github.com/nandi-go/nandi/transport"
@@ -90,5 +91,73 @@ func TestTrimDropsOnlyWhatIsBelow(t *testing.T) {
 	}
 	if n := c.XLen(ctx, "t").Val(); n != 4 {
 		t.Fatalf("%d entries left; want the 4 from %s on", n, ids[6])
+	}
+}
+
+// Sharded: n streams, a producer writing each key to StreamFor(key), on a
+// single server (one blocking XREAD for all) and on a Redis Cluster of 3
+// masters (one XREAD per stream, pipelined per node).
+func TestConformanceSharded(t *testing.T) {
+	srv := redistest.Start(t)
+	c := srv.Client()
+	transporttest.Run(t, transporttest.Harness{New: func(t *testing.T) (transport.Source, func(string, []byte)) {
+		names := redisstream.Names(fmt.Sprintf("sharded-%d", streams.Add(1)), 4)
+		src, err := redisstream.NewSharded(c, names, redisstream.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return src, func(k string, p []byte) {
+			if err := c.XAdd(context.Background(), &redis.XAddArgs{Stream: src.StreamFor(k), Values: []any{"id", k, "payload", p}}).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}})
+}
+
+func TestConformanceShardedOnACluster(t *testing.T) {
+	cl := redistest.StartCluster(t, 3, 0)
+	c := cl.Client()
+	transporttest.Run(t, transporttest.Harness{New: func(t *testing.T) (transport.Source, func(string, []byte)) {
+		names := redisstream.Names(fmt.Sprintf("cl-%d", streams.Add(1)), 6)
+		src, err := redisstream.NewSharded(c, names, redisstream.Options{Block: 20 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return src, func(k string, p []byte) {
+			if err := c.XAdd(context.Background(), &redis.XAddArgs{Stream: src.StreamFor(k), Values: []any{"id", k, "payload", p}}).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}})
+}
+
+// Names spread over a cluster's masters, a key's stream is fixed, and bad
+// lists are refused.
+func TestShardingHelpers(t *testing.T) {
+	names := redisstream.Names("outbox", 16)
+	if names[0] != "outbox:{0}" || names[15] != "outbox:{15}" {
+		t.Fatalf("Names = %v", names)
+	}
+	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	defer c.Close()
+	src, _ := redisstream.NewSharded(c, names, redisstream.Options{})
+	counts := map[string]int{}
+	for i := range 16_000 {
+		k := fmt.Sprint(i)
+		s := src.StreamFor(k)
+		if s != src.StreamFor(k) {
+			t.Fatal("StreamFor is not stable")
+		}
+		counts[s]++
+	}
+	for _, n := range names {
+		if counts[n] < 800 || counts[n] > 1200 {
+			t.Errorf("stream %s got %d of 16,000 keys; want about 1,000", n, counts[n])
+		}
+	}
+	for _, bad := range [][]string{nil, {"a", ""}, {"a", "a"}} {
+		if _, err := redisstream.NewSharded(c, bad, redisstream.Options{}); err == nil {
+			t.Errorf("NewSharded(%q) accepted", bad)
+		}
 	}
 }
