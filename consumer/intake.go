@@ -28,7 +28,10 @@ const (
 // term; it then returns touching nothing.
 func (c *Consumer) intake(tr *term, r transport.Reader) {
 	defer close(tr.intakeDone)
-	var backoff time.Duration
+	if tr.info.Log {
+		c.intakePrefetched(tr, r)
+		return
+	}
 	for {
 		if tr.inline && !c.runDue(tr) {
 			return
@@ -37,7 +40,8 @@ func (c *Consumer) intake(tr *term, r transport.Reader) {
 			return
 		}
 		// Fetch until intake must pause, and no longer than the next
-		// retry is due.
+		// retry is due: a source that is not a log loses what is read and
+		// not taken, so nothing is read ahead.
 		until := time.Unix(0, tr.pauseAt.Load())
 		if tr.inline {
 			if d := tr.s.nextDue(); !d.IsZero() {
@@ -47,35 +51,102 @@ func (c *Consumer) intake(tr *term, r transport.Reader) {
 		fctx, cancel := context.WithDeadline(tr.taking, until)
 		ms, err := r.Fetch(fctx)
 		cancel()
-		switch {
-		case err == nil:
-			backoff = 0
-			if n, lasted, ok := c.fetching.end(); ok {
-				tr.log.Info("fetch recovered", "failures", n, "after", lasted)
-			}
-		case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled):
-		default:
-			c.stats.fetchFailures.Add(1)
-			if c.fetching.fail() {
-				tr.log.Warn("fetch failing; retrying", "err", err)
-			}
-			backoff = min(max(2*backoff, retryFloor), retryCeiling)
-			if !sleep(tr.taking, backoff) {
-				return
-			}
+		if !c.fetched(tr, err) {
+			return
 		}
-		if len(ms) > 0 {
-			ok := false
-			if tr.inline {
-				ok = c.takeInline(tr, ms)
-			} else {
-				ok = c.take(tr, ms)
-			}
-			if !ok {
-				return
-			}
+		if len(ms) > 0 && !c.takeBatch(tr, ms) {
+			return
 		}
 	}
+}
+
+// intakePrefetched is intake for a log: a fetcher goroutine reads the next
+// batch while intake runs the current one (a log keeps what is read and
+// not taken: the checkpoint never passes it), so the transport's decoding
+// and the handlers overlap, one batch ahead.
+func (c *Consumer) intakePrefetched(tr *term, r transport.Reader) {
+	batches := make(chan []*transport.Message, 1)
+	tr.wg.Go(func() { c.fetcher(tr, r, batches) })
+	var due *time.Timer
+	for {
+		if tr.inline && !c.runDue(tr) {
+			return
+		}
+		if !tr.mayStart() {
+			return
+		}
+		var dueC <-chan time.Time
+		if tr.inline {
+			if d := tr.s.nextDue(); !d.IsZero() {
+				if due == nil {
+					due = time.NewTimer(time.Until(d))
+					defer due.Stop()
+				} else {
+					due.Reset(time.Until(d))
+				}
+				dueC = due.C
+			}
+		}
+		select {
+		case ms := <-batches:
+			if !c.takeBatch(tr, ms) {
+				return
+			}
+		case <-dueC:
+		case <-tr.taking.Done():
+			return
+		}
+	}
+}
+
+// fetcher reads batches for intakePrefetched until the term stops taking.
+func (c *Consumer) fetcher(tr *term, r transport.Reader, out chan<- []*transport.Message) {
+	for tr.taking.Err() == nil {
+		ms, err := r.Fetch(tr.taking)
+		if !c.fetched(tr, err) {
+			return
+		}
+		if len(ms) == 0 {
+			continue
+		}
+		select {
+		case out <- ms:
+		case <-tr.taking.Done():
+			return
+		}
+	}
+}
+
+// fetched accounts for a fetch's error: a failure is counted, logged once
+// per spell and waited out with backoff. It returns false when the term
+// stopped taking meanwhile.
+func (c *Consumer) fetched(tr *term, err error) bool {
+	switch {
+	case err == nil:
+		tr.fetchBackoff = 0
+		if n, lasted, ok := c.fetching.end(); ok {
+			tr.log.Info("fetch recovered", "failures", n, "after", lasted)
+		}
+	case errors.Is(err, transport.ErrClosed):
+		return false
+	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled):
+		return tr.taking.Err() == nil
+	default:
+		c.stats.fetchFailures.Add(1)
+		if c.fetching.fail() {
+			tr.log.Warn("fetch failing; retrying", "err", err)
+		}
+		tr.fetchBackoff = min(max(2*tr.fetchBackoff, retryFloor), retryCeiling)
+		return sleep(tr.taking, tr.fetchBackoff)
+	}
+	return true
+}
+
+func (c *Consumer) takeBatch(tr *term, ms []*transport.Message) bool {
+	if tr.inline {
+		return c.takeInline(tr, ms)
+	}
+	return c.take(tr, ms)
 }
 
 // takeInline runs one batch as a plain loop would (Concurrency 1): for

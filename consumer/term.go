@@ -55,6 +55,9 @@ type term struct {
 	curBatch  []*transport.Message // under mu
 	batchDone atomic.Int64
 	dueBuf    []*idQueue // intake's scratch
+	// fetchBackoff is the wait after a failed fetch (the goroutine that
+	// fetches owns it).
+	fetchBackoff time.Duration
 
 	mu      sync.Mutex
 	st      *checkpoint.State // logs only

@@ -13,11 +13,14 @@ import (
 
 	"github.com/nandi-go/nandi/consumer"
 	"github.com/nandi-go/nandi/internal/hist"
+	"github.com/nandi-go/nandi/internal/natstest"
 	"github.com/nandi-go/nandi/internal/redistest"
 	"github.com/nandi-go/nandi/partition"
 	"github.com/nandi-go/nandi/transport"
 	"github.com/nandi-go/nandi/transport/memory"
+	"github.com/nandi-go/nandi/transport/natscore"
 	"github.com/nandi-go/nandi/transport/watermillsub"
+	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"go.uber.org/goleak"
@@ -238,4 +241,45 @@ func TestMetricsMoveInARealGroup(t *testing.T) {
 	})
 	b.stop()
 	<-b.done
+}
+
+// NATS core drops are counted while the reader is open: a slow subscriber
+// overflows, and the metric shows the loss before Run ends.
+func TestNATSDropsCountedWhileReading(t *testing.T) {
+	s := redistest.Start(t)
+	ns := natstest.Start(t)
+	src, err := natscore.New(ns.Conn(), "slow", natscore.Options{Buffer: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, _ := partition.New(s.Client(), partition.Options{Name: "drops", Interval: 200 * time.Millisecond})
+	release := make(chan struct{})
+	c, _ := consumer.New(l, src, func(ctx context.Context, m *transport.Message) error {
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return nil
+	}, consumer.Options{})
+	reg := prometheus.NewRegistry()
+	if err := Register(reg, c, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	defer func() { close(release); cancel(); <-done }()
+	if _, err := l.Next(ctx); err != nil {
+		t.Fatal(err)
+	}
+	pub := ns.Conn()
+	for i := range 5000 {
+		m := nats.NewMsg("slow")
+		m.Header.Set("id", strconv.Itoa(i))
+		_ = pub.PublishMsg(m)
+	}
+	_ = pub.Flush()
+	redistest.WaitFor(t, 10*time.Second, "the drops in the metric while Run runs", func() bool {
+		return gather(t, reg)["nandi_consumer_dropped_total"] > 0
+	})
 }

@@ -43,7 +43,10 @@ type Source struct {
 	nc      *nats.Conn
 	subject string
 	opts    Options
-	dropped atomic.Int64
+	dropped atomic.Int64 // by subscriptions already closed
+
+	mu   sync.Mutex
+	open map[*reader]struct{} // subscriptions open now
 }
 
 // New returns a Source for subject on nc. It does no I/O.
@@ -72,10 +75,21 @@ func (s *Source) Info(context.Context) (transport.Info, error) {
 	return transport.Info{Shards: 1, Lossy: true}, nil
 }
 
-// Dropped counts the messages NATS dropped from this source's closed
-// subscriptions because they were not read fast enough (slow consumer). It
-// implements transport.Dropper.
-func (s *Source) Dropped() int64 { return s.dropped.Load() }
+// Dropped counts the messages NATS dropped from this source's
+// subscriptions, open and closed, because they were not read fast enough
+// (slow consumer): sampled from the open ones when called, so a metric
+// shows the loss while it happens. It implements transport.Dropper.
+func (s *Source) Dropped() int64 {
+	n := s.dropped.Load()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for r := range s.open {
+		if d, err := r.sub.Dropped(); err == nil {
+			n += int64(d)
+		}
+	}
+	return n
+}
 
 var _ transport.Dropper = (*Source)(nil)
 
@@ -92,7 +106,14 @@ func (s *Source) Open(_ context.Context, _ []transport.Position) (transport.Read
 		_ = sub.Unsubscribe()
 		return nil, fmt.Errorf("natscore: flush: %w", err)
 	}
-	return &reader{s: s, sub: sub, ch: ch}, nil
+	r := &reader{s: s, sub: sub, ch: ch}
+	s.mu.Lock()
+	if s.open == nil {
+		s.open = map[*reader]struct{}{}
+	}
+	s.open[r] = struct{}{}
+	s.mu.Unlock()
+	return r, nil
 }
 
 type reader struct {
@@ -115,11 +136,17 @@ func (r *reader) Fetch(ctx context.Context) ([]*transport.Message, error) {
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
-	out := []*transport.Message{r.s.message(first)}
-	for len(out) < r.s.opts.Batch {
+	// What is waiting, up to Batch, in one allocation.
+	n := min(1+len(r.ch), r.s.opts.Batch)
+	slab := make([]transport.Message, n)
+	out := make([]*transport.Message, 0, n)
+	r.s.message(&slab[0], first)
+	out = append(out, &slab[0])
+	for len(out) < n {
 		select {
 		case m := <-r.ch:
-			out = append(out, r.s.message(m))
+			r.s.message(&slab[len(out)], m)
+			out = append(out, &slab[len(out)])
 		default:
 			return out, nil
 		}
@@ -127,30 +154,41 @@ func (r *reader) Fetch(ctx context.Context) ([]*transport.Message, error) {
 	return out, nil
 }
 
-func (s *Source) message(m *nats.Msg) *transport.Message {
-	out := &transport.Message{Payload: m.Data}
-	if len(m.Header) > 0 {
+// message fills out from m. When the message has headers other than the
+// task id's, all of them are copied into out.Headers (first values);
+// otherwise Headers stays nil, which costs no allocation.
+func (s *Source) message(out *transport.Message, m *nats.Msg) {
+	*out = transport.Message{Payload: m.Data}
+	var key string
+	if vs := m.Header[s.opts.KeyHeader]; len(vs) > 0 { // NATS headers are case-sensitive
+		key = vs[0]
+	}
+	if len(m.Header) > 1 || (len(m.Header) == 1 && key == "") {
 		out.Headers = make(map[string]string, len(m.Header))
-		for k := range m.Header {
-			out.Headers[k] = m.Header.Get(k)
+		for k, vs := range m.Header {
+			if len(vs) > 0 {
+				out.Headers[k] = vs[0]
+			}
 		}
 	}
 	switch {
 	case s.opts.Key != nil:
 		out.Key, out.Err = s.opts.Key(m)
-	case m.Header.Get(s.opts.KeyHeader) != "":
-		out.Key = m.Header.Get(s.opts.KeyHeader)
+	case key != "":
+		out.Key = key
 	default:
 		out.Err = fmt.Errorf("natscore: a message on %s has no header %q (its task id)", m.Subject, s.opts.KeyHeader)
 	}
-	return out
 }
 
 func (r *reader) Close() error {
 	r.once.Do(func() {
+		r.s.mu.Lock()
 		if n, err := r.sub.Dropped(); err == nil {
 			r.s.dropped.Add(int64(n))
 		}
+		delete(r.s.open, r)
+		r.s.mu.Unlock()
 		_ = r.sub.Unsubscribe()
 	})
 	return r.Closing.Close()

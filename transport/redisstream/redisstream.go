@@ -344,26 +344,35 @@ func (s *Source) message(m *transport.Message, x redis.XMessage, shard int) erro
 		return err
 	}
 	*m = transport.Message{Shard: shard, Position: p}
+	key, hasKey := x.Values[s.opts.KeyField]
 	if s.opts.Key != nil {
 		m.Key, m.Err = s.opts.Key(x.ID, x.Values)
-	} else if v, ok := x.Values[s.opts.KeyField]; ok {
-		m.Key = text(v)
+	} else if hasKey {
+		m.Key = text(key)
 	} else {
 		m.Err = fmt.Errorf("redisstream: entry %s of stream %s has no field %q (its task id)", x.ID, s.streams[shard], s.opts.KeyField)
 	}
 	if m.Err != nil {
 		m.Key = x.ID // spreads such entries over the group; the owner reports it
 	}
-	for f, v := range x.Values {
-		switch f {
-		case s.opts.PayloadField:
-			m.Payload = []byte(text(v))
-		case s.opts.KeyField:
-		default:
-			if m.Headers == nil {
-				m.Headers = map[string]string{}
+	payload, hasPayload := x.Values[s.opts.PayloadField]
+	if hasPayload {
+		m.Payload = []byte(text(payload))
+	}
+	// Every other field is a header (no map when there is none).
+	known := 0
+	if hasKey {
+		known++
+	}
+	if hasPayload {
+		known++
+	}
+	if len(x.Values) > known {
+		m.Headers = make(map[string]string, len(x.Values)-known)
+		for f, v := range x.Values {
+			if f != s.opts.KeyField && f != s.opts.PayloadField {
+				m.Headers[f] = text(v)
 			}
-			m.Headers[f] = text(v)
 		}
 	}
 	return nil
@@ -379,11 +388,48 @@ func text(v any) string {
 }
 
 func parseID(id string) (transport.Position, error) {
+	if p, ok := fastID(id); ok {
+		return p, nil
+	}
 	p, err := transport.ParsePosition(id)
 	if err != nil {
 		return p, fmt.Errorf("redisstream: entry ID %q: %w", id, err)
 	}
 	return p, nil
+}
+
+// fastID parses the usual "ms-seq" of plain digits without strconv's
+// generality; anything else (too long, other characters) goes to
+// transport.ParsePosition, which FuzzMessage holds it to.
+func fastID(id string) (transport.Position, bool) {
+	var p transport.Position
+	i, n := 0, uint64(0)
+	digits := 0
+	for ; i < len(id) && id[i] != '-'; i++ {
+		d := id[i] - '0'
+		if d > 9 || digits == 19 {
+			return p, false
+		}
+		n = n*10 + uint64(d)
+		digits++
+	}
+	if i == len(id) || digits == 0 {
+		return p, false
+	}
+	p.Hi, n, digits = n, 0, 0
+	for i++; i < len(id); i++ {
+		d := id[i] - '0'
+		if d > 9 || digits == 19 {
+			return p, false
+		}
+		n = n*10 + uint64(d)
+		digits++
+	}
+	if digits == 0 {
+		return p, false
+	}
+	p.Lo = n
+	return p, true
 }
 
 func formatID(p transport.Position) string {
