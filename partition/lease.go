@@ -199,7 +199,7 @@ func (l *Lease) Run(ctx context.Context) error {
 	if !l.runs.CompareAndSwap(false, true) {
 		return ErrAlreadyRunning
 	}
-	r := &runner{l: l, ctx: ctx, results: make(chan result, maxOutstanding), token: l.token(), probe: true,
+	r := &runner{l: l, ctx: ctx, results: make(chan result, maxOutstanding), token: l.token(),
 		clock: clockMap{recent: 2 * l.opts.Interval, keep: 8 * l.opts.Interval, tolerance: time.Duration(l.lo/8) * time.Microsecond}}
 	l.noteRun(true)
 	err := r.loop()

@@ -23,12 +23,13 @@ type memStore struct {
 	nonce    string
 	run      int // restarts: part of the generation, as run_id is
 	counters map[int64]int
-	regs     map[int64]map[string]int
+	regs     map[int64]map[string]int // interval -> token -> 1-based index
+	holders  map[int64]map[int]string // interval -> 1-based index -> token
 	executed int
 }
 
 func newMemStore() *memStore {
-	return &memStore{counters: map[int64]int{}, regs: map[int64]map[string]int{}}
+	return &memStore{counters: map[int64]int{}, regs: map[int64]map[string]int{}, holders: map[int64]map[int]string{}}
 }
 
 var errDropped = errors.New("memstore: reply dropped")
@@ -39,7 +40,7 @@ func (s *memStore) restart() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.hasMeta, s.tmax, s.nonce = false, 0, ""
-	s.counters, s.regs = map[int64]int{}, map[int64]map[string]int{}
+	s.counters, s.regs, s.holders = map[int64]int{}, map[int64]map[string]int{}, map[int64]map[int]string{}
 	s.run++
 }
 
@@ -63,7 +64,7 @@ func (s *memStore) count(n int64) int {
 }
 
 func (s *memStore) exec(iv, ppm int64, c call) (reply, error) {
-	token, nonce, probe := c.token, c.nonce, c.probe
+	token, nonce := c.token, c.nonce
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.executed++
@@ -84,10 +85,8 @@ func (s *memStore) exec(iv, ppm int64, c call) (reply, error) {
 		if n < N-4 {
 			delete(s.counters, n)
 			delete(s.regs, n)
+			delete(s.holders, n)
 		}
-	}
-	if probe {
-		return reply{interval: N, offset: o, now: T, gen: gen, prevCount: s.counters[N-1]}, nil
 	}
 	n := N
 	idx, ok := s.regs[N][token]
@@ -102,11 +101,24 @@ func (s *memStore) exec(iv, ppm int64, c call) (reply, error) {
 		}
 		n = N
 		s.counters[N]++
-		idx = s.counters[N]
 		if s.regs[N] == nil {
 			s.regs[N] = map[string]int{}
+			s.holders[N] = map[int]string{}
+		}
+		// The script's rule: keep the index got in N-1 when it is below
+		// the count of N-1 and free in N; else the lowest index nobody got
+		// in N-1 nor in N.
+		want := c.want + 1
+		if want >= 1 && want <= s.counters[N-1] && s.holders[N][want] == "" && s.holders[N-1][want] == c.prevToken && c.prevToken != "" {
+			idx = want
+		} else {
+			idx = 1
+			for s.holders[N][idx] != "" || s.holders[N-1][idx] != "" {
+				idx++
+			}
 		}
 		s.regs[N][token] = idx
+		s.holders[N][idx] = token
 	}
 	return reply{registered: true, interval: n, offset: o, now: T, gen: gen, index: idx - 1, prevCount: s.counters[n-1]}, nil
 }

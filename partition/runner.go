@@ -8,9 +8,10 @@ import (
 
 // record is what one registration taught this worker.
 type record struct {
-	n         int64 // interval registered in
-	index     int   // index in n
-	prevCount int   // count of n-1
+	n         int64  // interval registered in
+	index     int    // index in n
+	prevCount int    // count of n-1
+	token     string // the registration's token: it proves the index in n+1
 }
 
 type result struct {
@@ -34,7 +35,7 @@ type runner struct {
 	outstanding int
 
 	token   string // current registration's token
-	probe   bool   // the next call only reads the clock and the last count
+	sent    bool   // a call with token has been sent (the next is a retry)
 	nextAt  time.Time
 	backoff time.Duration
 	failing bool
@@ -124,13 +125,21 @@ func (r *runner) attempt() {
 		return
 	}
 	r.outstanding++
-	tok, probe := r.token, r.probe
+	tok := r.token
+	if r.sent {
+		l.noteRetry()
+	}
+	r.sent = true
 	ctx, ictx := r.ctx, l.opts.Interval
 	results := r.results
 	at := r.nextAt
-	var aimed int64
+	c := call{token: tok, want: -1}
 	if len(r.clock.samples) > 0 {
-		aimed = r.clock.server(at) / l.iv
+		c.aimed = r.clock.server(at) / l.iv
+	}
+	if len(r.hist) > 0 {
+		last := r.hist[len(r.hist)-1]
+		c.want, c.prevToken = last.index, last.token
 	}
 	go func() {
 		if l.wait != nil {
@@ -139,7 +148,8 @@ func (r *runner) attempt() {
 		sent := l.clock.Now()
 		actx, cancel := context.WithTimeout(ctx, ictx)
 		defer cancel()
-		rep, err := l.st.register(actx, call{token: tok, nonce: l.token(), probe: probe, aimed: aimed})
+		c.nonce = l.token()
+		rep, err := l.st.register(actx, c)
 		results <- result{token: tok, sent: sent, recv: l.clock.Now(), rep: rep, err: err}
 	}()
 	// Retry with the same token if no answer comes in time; a retry whose
@@ -150,7 +160,9 @@ func (r *runner) attempt() {
 func (r *runner) handle(res result) error {
 	l := r.l
 	if r.ctx.Err() == nil {
-		l.noteCall(res, res.err == nil && res.rep.registered)
+		// A registration counts once: not again for the answer to a retry
+		// of one already handled.
+		l.noteCall(res, res.err == nil && res.rep.registered && res.token == r.token)
 	}
 	if res.token != r.token {
 		return nil // an answer to a registration already handled
@@ -195,25 +207,18 @@ func (r *runner) handle(res result) error {
 	}
 	r.clock.add(res.sent, res.recv, rep.now)
 	if !rep.registered {
-		r.probe = false
+		l.noteMiss()
 		r.aimAfterMiss(rep)
 		return nil
 	}
-	r.token = l.token()
-	rec := record{n: rep.interval, index: rep.index, prevCount: rep.prevCount}
+	rec := record{n: rep.interval, index: rep.index, prevCount: rep.prevCount, token: r.token}
+	r.token, r.sent = l.token(), false
 	r.remember(rec)
 	r.decide(rec)
-	if rec.index < rec.prevCount {
-		r.aim(rec.n+1, rec.index, rec.prevCount, rec.index+1)
-		return nil
-	}
-	// The count this worker would space itself by is only a floor (a new
-	// group, or one that grew): learn the final count of rec.n early in the
-	// next interval, before its window opens, and aim then, so that slots
-	// keep their order. Probes are spread over the middle half of the
-	// leading gap: a fleet that started at once probes at once.
-	r.probe = true
-	r.aimAt((rec.n+1)*l.iv + l.lo/4 + l.rnd.Int64N(l.lo/2+1))
+	// The next registration goes to this index's slot of the next
+	// interval: where it falls no longer decides the index (the script
+	// keeps it), only when the next renewal comes.
+	r.aim(rec.n+1, rec.index, rec.prevCount)
 	return nil
 }
 
@@ -261,7 +266,7 @@ func (r *runner) decide(cur record) {
 	var deadline time.Time
 	if valid {
 		// D = min(next due slot + gap, start of m+2), in server time.
-		due := (m+1)*l.iv + l.slot(cur.index, cur.prevCount, cur.index+1)
+		due := (m+1)*l.iv + l.slot(cur.index, cur.prevCount)
 		d := min(due+l.lo, (m+2)*l.iv)
 		deadline = r.clock.local(d)
 		valid = deadline.After(l.clock.Now())
@@ -308,26 +313,25 @@ func (r *runner) acquire(a Assignment, deadline time.Time) {
 
 // aim schedules the next registration at index i's slot of interval n,
 // sending so that it arrives at that server instant.
-func (r *runner) aim(n int64, i, p, c int) {
-	r.aimAt(n*r.l.iv + r.l.slot(i, p, c))
+func (r *runner) aim(n int64, i, p int) {
+	r.aimAt(n*r.l.iv + r.l.slot(i, p))
 }
 
-// aimAfterMiss aims after a probe or a call outside the window. With an
-// index it aims at its slot, spaced by the last final count it knows (the
-// one in rep when it registered in the interval before); at once when the
-// slot has just passed inside the window; else at the next interval's
-// slot. Without one it aims at a random offset in the window: of the
-// current interval when enough of it is ahead, else of the next.
+// aimAfterMiss aims after a call outside the window. With an index it aims
+// at its slot: at once when the slot has just passed inside the window,
+// else at the next interval's (never twice in one interval). Without one
+// (a new worker) it registers as soon as it can: at once inside the
+// window, else a little after the next window opens.
 func (r *runner) aimAfterMiss(rep reply) {
 	l := r.l
 	n := rep.interval
 	if len(r.hist) > 0 {
 		last := r.hist[len(r.hist)-1]
-		final := last.index + 1
+		p := last.prevCount
 		if last.n == n-1 {
-			final = rep.prevCount
+			p = rep.prevCount
 		}
-		off := l.slot(last.index, last.prevCount, final)
+		off := l.slot(last.index, p)
 		if last.n >= n { // never register twice in one interval
 			r.aimAt((last.n+1)*l.iv + off)
 			return
@@ -343,13 +347,14 @@ func (r *runner) aimAfterMiss(rep reply) {
 		r.aimAt(n*l.iv + off)
 		return
 	}
-	from := max(rep.offset, l.lo)
-	to := l.aimEnd()
-	if to-from < (to-l.lo)/8 { // too little of this window left
-		n++
-		from = l.lo
+	if rep.offset >= l.lo && rep.offset < l.aimEnd() {
+		r.nextAt = l.clock.Now()
+		return
 	}
-	r.aimAt(n*l.iv + from + l.rnd.Int64N(to-from+1))
+	if rep.offset >= l.lo {
+		n++
+	}
+	r.aimAt(n*l.iv + l.lo + l.rnd.Int64N(l.lo/4+1))
 }
 
 func (r *runner) aimAt(x int64) { r.nextAt = r.clock.aim(x) }

@@ -4,32 +4,26 @@ package partition
 // pure functions of the group's settings (iv, the interval, and lo, the
 // gap), so they can be tested without a lease or a network.
 
+// slotSpacing is the most time between the slots of two consecutive
+// indexes (µs): a group small enough registers in a quick burst at the
+// start of the window, so its leases come early in each interval; a large
+// one spreads evenly over the window, about one registration per
+// millisecond or fewer, so the store never sees them all at once.
+const slotSpacing = 1000
+
 // slot is the offset in the next interval at which the holder of index i
-// registers, when its registration was the one with index i and saw p as the
-// count of the interval before (every worker with an index below p spaces
-// itself by p), and c is the final count of its own interval, where known
-// (else pass i+1, its floor).
-//
-// Below p it is the slot (i + 0.5)/p of the window. At or past p (a worker
-// that joined, or was pushed there by one that did) it goes after every slot
-// spaced by p: into the last half slot, in order of i, spread by c. Spacing
-// these by c instead, as the workers before them do not, would put index p
-// a fraction of a millisecond after index p-1 and swap them on the next
-// jitter.
-func slot(iv, lo int64, i, p, c int) int64 {
-	span := float64(aimEnd(iv, lo) - lo)
-	c = max(c, i+1)
-	if p == 0 {
-		return lo + int64((float64(i)+0.5)/float64(c)*span)
-	}
-	if i < p {
-		return lo + int64((float64(i)+0.5)/float64(p)*span)
-	}
-	frac := (float64(p) - 0.5 + 0.5*float64(i-p+1)/float64(c-p+1)) / float64(p)
-	return lo + int64(frac*span)
+// registers, when its registration saw p as the count of the interval
+// before: (i + 0.5) spacings after the window opens, the spacing being the
+// window's span over max(p, i+1), at most slotSpacing. Where a worker
+// registers decides when its lease is renewed, not its index: the script
+// keeps each worker's index (see register.lua).
+func slot(iv, lo int64, i, p int) int64 {
+	n := max(p, i+1)
+	width := min(float64(aimEnd(iv, lo)-lo)/float64(n), slotSpacing)
+	return lo + int64((float64(i)+0.5)*width)
 }
 
-func (l *Lease) slot(i, p, c int) int64 { return slot(l.iv, l.lo, i, p, c) }
+func (l *Lease) slot(i, p int) int64 { return slot(l.iv, l.lo, i, p) }
 
 // aimEnd is the end of the part of the window that slots are spread over:
 // half a gap short of the window's end, so that the last slot of a large

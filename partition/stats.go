@@ -16,7 +16,9 @@ type Stats struct {
 	Current Assignment // what is held (zero when Held is false)
 
 	Calls         int64 // registration calls answered (registered or not)
-	Registrations int64 // calls the group counted
+	Registrations int64 // calls the group counted: one per interval in a steady group
+	Retries       int64 // calls that repeated a registration no answer had come for (a retry whose first attempt ran gets its answer, and counts nothing)
+	Misses        int64 // calls answered outside the window (a new worker's first, or a late one): nothing counted
 	Failures      int64 // calls that failed: network errors, timeouts, WAIT not acknowledged
 	Refusals      int64 // calls refused because the group runs with other settings
 	Acquired      int64 // terms begun
@@ -60,6 +62,7 @@ func LostReasons() []string {
 type leaseStats struct {
 	mu                                                 sync.Mutex
 	calls, registrations, failures, refusals, acquired int64
+	retries, misses                                    int64
 	lost                                               [4]int64
 	held                                               time.Duration
 	runStart, runEnd                                   time.Time // lease clock
@@ -103,6 +106,18 @@ func (l *Lease) noteCall(res result, registered bool) {
 	}
 }
 
+func (l *Lease) noteRetry() {
+	l.stats.mu.Lock()
+	l.stats.retries++
+	l.stats.mu.Unlock()
+}
+
+func (l *Lease) noteMiss() {
+	l.stats.mu.Lock()
+	l.stats.misses++
+	l.stats.mu.Unlock()
+}
+
 func (l *Lease) noteAcquired() {
 	l.stats.mu.Lock()
 	l.stats.acquired++
@@ -135,7 +150,8 @@ func (l *Lease) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := Stats{
-		Calls: s.calls, Registrations: s.registrations, Failures: s.failures, Refusals: s.refusals, Acquired: s.acquired,
+		Calls: s.calls, Registrations: s.registrations, Retries: s.retries, Misses: s.misses,
+		Failures: s.failures, Refusals: s.refusals, Acquired: s.acquired,
 		Lost: map[string]int64{}, HeldTime: s.held, LastAnswer: s.lastAnswer, Failing: s.failing,
 		Latency: s.latency.Snapshot(),
 	}

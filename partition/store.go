@@ -19,7 +19,7 @@ var registerScript = redis.NewScript(registerSource)
 // reply is what one call of the script answered. Times are server
 // microseconds.
 type reply struct {
-	registered bool   // false: a probe, or outside the window
+	registered bool   // false: outside the window
 	interval   int64  // the interval registered in (registered), else the current one
 	offset     int64  // offset of now in the current interval
 	now        int64  // server time, clamped monotonic per group
@@ -32,12 +32,16 @@ type reply struct {
 type call struct {
 	token string // the registration's token: a retry carries the same one
 	nonce string // a random value, kept as the group's nonce if it has none
-	probe bool   // read the clock and the last count only
 	// aimed is the interval the registration was aimed at (0: unknown). A
 	// request that arrives after aimed+1 (delayed in the network, or a
 	// retry of a client) is not counted: the token lookup, which covers
 	// retries within the next interval, cannot see further back.
 	aimed int64
+	// want is the index this worker got in its last registration (-1:
+	// none), and prevToken that registration's token: the script keeps
+	// the index when it was got in the interval before and is still free.
+	want      int
+	prevToken string
 }
 
 // store is what the lease needs of Redis: one registration call with the
@@ -58,14 +62,10 @@ type redisStore struct {
 }
 
 func (s *redisStore) register(ctx context.Context, c call) (reply, error) {
-	mode := "reg"
-	if c.probe {
-		mode = "probe"
-	}
-	args := []any{s.settings[0], s.settings[1], c.token, c.nonce, mode, c.aimed}
+	args := []any{s.settings[0], s.settings[1], c.token, c.nonce, c.aimed, c.want, c.prevToken}
 	var v any
 	var err error
-	if s.wait > 0 && !c.probe {
+	if s.wait > 0 {
 		v, err = s.registerAndWait(ctx, args)
 	} else {
 		v, err = registerScript.Run(ctx, s.client, []string{s.key}, args...).Result()
