@@ -25,11 +25,12 @@ type memStore struct {
 	counters map[int64]int
 	regs     map[int64]map[string]int // interval -> token -> 1-based index
 	holders  map[int64]map[int]string // interval -> 1-based index -> token
+	free     map[int64]int            // interval -> no index below is free for a newcomer
 	executed int
 }
 
 func newMemStore() *memStore {
-	return &memStore{counters: map[int64]int{}, regs: map[int64]map[string]int{}, holders: map[int64]map[int]string{}}
+	return &memStore{counters: map[int64]int{}, regs: map[int64]map[string]int{}, holders: map[int64]map[int]string{}, free: map[int64]int{}}
 }
 
 var errDropped = errors.New("memstore: reply dropped")
@@ -40,7 +41,7 @@ func (s *memStore) restart() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.hasMeta, s.tmax, s.nonce = false, 0, ""
-	s.counters, s.regs, s.holders = map[int64]int{}, map[int64]map[string]int{}, map[int64]map[int]string{}
+	s.counters, s.regs, s.holders, s.free = map[int64]int{}, map[int64]map[string]int{}, map[int64]map[int]string{}, map[int64]int{}
 	s.run++
 }
 
@@ -86,6 +87,7 @@ func (s *memStore) exec(iv, ppm int64, c call) (reply, error) {
 			delete(s.counters, n)
 			delete(s.regs, n)
 			delete(s.holders, n)
+			delete(s.free, n)
 		}
 	}
 	n := N
@@ -112,10 +114,11 @@ func (s *memStore) exec(iv, ppm int64, c call) (reply, error) {
 		if want >= 1 && want <= s.counters[N-1] && s.holders[N][want] == "" && s.holders[N-1][want] == c.prevToken && c.prevToken != "" {
 			idx = want
 		} else {
-			idx = 1
+			idx = max(s.free[N], 1)
 			for s.holders[N][idx] != "" || s.holders[N-1][idx] != "" {
 				idx++
 			}
+			s.free[N] = idx + 1
 		}
 		s.regs[N][token] = idx
 		s.holders[N][idx] = token
@@ -131,7 +134,8 @@ type link struct {
 	mu       sync.Mutex
 	reqDelay time.Duration
 	repDelay time.Duration
-	jitter   time.Duration // each request is delayed by a further [0, jitter)
+	jitter   time.Duration                  // each request is delayed by a further [0, jitter)
+	jitterFn func(*rand.Rand) time.Duration // or by this, when set
 	rnd      *rand.Rand
 	hold     chan struct{} // non-nil: calls block until it is closed
 	drop     bool          // the store runs the call, the reply is lost
@@ -149,6 +153,9 @@ func (k *link) register(ctx context.Context, c call) (reply, error) {
 	req, rep, hold, drop, down := k.reqDelay, k.repDelay, k.hold, k.drop, k.down
 	if k.jitter > 0 {
 		req += time.Duration(k.rnd.Int64N(int64(k.jitter)))
+	}
+	if k.jitterFn != nil {
+		req += k.jitterFn(k.rnd)
 	}
 	k.mu.Unlock()
 	if down {

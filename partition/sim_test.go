@@ -167,31 +167,21 @@ func (s *sim) sorted() []*simWorker {
 	return ws
 }
 
-// overlaps checks every pair of recorded holdings: no two workers hold one
-// index at one moment, and no two values of replicas are live at once.
+// overlaps checks the recorded holdings: no two workers hold one index at
+// one moment, and no two values of replicas are live at once.
 func (s *sim) overlaps() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := time.Now()
-	var out []string
-	end := func(h *holding) time.Time {
+	hs := make([]leasecheck.Holding, 0, len(s.holds))
+	for _, h := range s.holds {
+		end := earliest(h.deadline, now)
 		if h.closed {
-			return h.end
+			end = h.end
 		}
-		return earliest(h.deadline, now)
+		hs = append(hs, leasecheck.Holding{Worker: h.worker, Index: h.a.Index, Replicas: h.a.Replicas, Start: h.start.UnixNano(), End: end.UnixNano()})
 	}
-	for i, a := range s.holds {
-		for _, b := range s.holds[i+1:] {
-			if a.worker == b.worker || !a.start.Before(end(b)) || !b.start.Before(end(a)) {
-				continue
-			}
-			if a.a.Index == b.a.Index || a.a.Replicas != b.a.Replicas {
-				out = append(out, fmt.Sprintf("worker %d held %+v over [%v, %v) and worker %d held %+v over [%v, %v)",
-					a.worker, a.a, a.start.Format("05.000"), end(a).Format("05.000"), b.worker, b.a, b.start.Format("05.000"), end(b).Format("05.000")))
-			}
-		}
-	}
-	return out
+	return leasecheck.Overlaps(hs)
 }
 
 // settled asserts that the live workers hold a complete partition: n

@@ -32,3 +32,37 @@ func TestComplete(t *testing.T) {
 		}
 	}
 }
+
+// Overlaps finds what the pairwise check finds, agreeing with it on random
+// holdings, and nothing in a clean history.
+func TestOverlapsAgreesWithThePairwiseCheck(t *testing.T) {
+	pairwise := func(hs []Holding) bool {
+		for i, a := range hs {
+			for _, b := range hs[i+1:] {
+				if a.Worker == b.Worker || a.End <= a.Start || b.End <= b.Start || a.Start >= b.End || b.Start >= a.End {
+					continue
+				}
+				if a.Index == b.Index || a.Replicas != b.Replicas {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	rnd := uint64(1)
+	next := func(n int) int { rnd = rnd*6364136223846793005 + 1442695040888963407; return int(rnd>>33) % n }
+	for range 5000 {
+		var hs []Holding
+		for w := range 1 + next(5) {
+			at := int64(next(20))
+			for range 1 + next(3) {
+				end := at + 1 + int64(next(10))
+				hs = append(hs, Holding{Worker: w, Index: next(3), Replicas: 2 + next(2), Start: at, End: end})
+				at = end + int64(next(3))
+			}
+		}
+		if got, want := len(Overlaps(hs)) > 0, pairwise(hs); got != want {
+			t.Fatalf("Overlaps found a violation: %v, the pairwise check: %v, in %+v", got, want, hs)
+		}
+	}
+}
