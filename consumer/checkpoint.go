@@ -98,6 +98,10 @@ func (tr *term) finish(t *task) {
 	}
 }
 
+// minWriteGap is the least time between two count-triggered checkpoint
+// writes: at most 100 a second per worker.
+const minWriteGap = 10 * time.Millisecond
+
 // writer writes the term's checkpoints every CheckpointInterval, or sooner
 // when CheckpointEvery tasks have finished, on its own goroutine, so that
 // intake never waits for Redis. A write that meets a new epoch (another
@@ -106,15 +110,23 @@ func (tr *term) finish(t *task) {
 func (c *Consumer) writer(tr *term) {
 	tick := time.NewTicker(c.opts.CheckpointInterval)
 	defer tick.Stop()
+	var last time.Time
 	for {
 		select {
 		case <-tick.C:
 		case <-tr.flush:
+			// Count-triggered writes are at most one per minWriteGap, so a
+			// fast log does not turn every thousand tasks into a script
+			// call on the store.
+			if wait := minWriteGap - time.Since(last); wait > 0 && !sleep(tr.taking, wait) {
+				return
+			}
 		case <-tr.taking.Done():
 			return // the drain writes the last ones
 		case <-tr.done:
 			return
 		}
+		last = time.Now()
 		if err := c.writeCheckpoint(tr); errors.Is(err, checkpoint.ErrMoved) {
 			tr.moved.Store(true)
 			tr.stop()

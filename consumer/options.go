@@ -68,7 +68,8 @@ type Options struct {
 
 	// Checkpoints of a log are written every CheckpointInterval (default
 	// 1s) or every CheckpointEvery finished tasks (default 1000), whichever
-	// comes first, and at every drain.
+	// comes first but at most 100 times a second, and at every drain. They
+	// are written by a goroutine of their own: intake never waits for them.
 	CheckpointInterval time.Duration
 	CheckpointEvery    int
 

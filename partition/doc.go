@@ -5,9 +5,10 @@
 // A group splits its tasks with id % Replicas == Index. Every worker
 // registers once per interval (Options.Interval) with one Lua script that
 // reads the server's clock, so all workers agree on which interval it is.
-// The script increments the interval's count (field c:N of the group's hash
-// {Name}:lease); the reply minus one is the worker's index in that interval, and once the interval has
-// closed its counter is how many workers took part. A worker that
+// The script counts the interval's registrations (field c:N of the group's
+// hash {Name}:lease) and grants each one an index: the one the worker held
+// in the interval before when it still fits, else the lowest free one.
+// Once the interval has closed its count is how many workers took part. A worker that
 // registered in the intervals M-2, M-1 and M, and found that the two closed
 // ones imply the same (index, replicas), holds that pair as a lease from its
 // registration in M until its next registration is due plus a gap, and
@@ -23,33 +24,26 @@
 // the group runs with another Interval or Gap. Run may be called once; a
 // stopped Lease is not restarted.
 //
-// A new worker holds nothing for at least two intervals: its first
-// registration has no closed interval to pair with, and a lease needs two
-// that agree. A change of membership changes every worker's pair, so the
-// whole group stands down for about an interval and comes back on the
-// indexes it had. A settled group keeps its indexes indefinitely: the worker
-// with index i registers at (i+0.5)/n of the window, so it is handed index i
-// again.
+// A new worker registers at once and holds nothing for two intervals: its
+// first registration has no closed interval to pair with, and a lease
+// needs two that agree. A change of membership changes every worker's
+// pair (the count), so the whole group stands down for about an interval
+// and comes back on the indexes it had. A settled group keeps its indexes
+// indefinitely: the script grants each worker the index it held in the
+// interval before, so the order in which registrations arrive decides
+// nothing, and jitter moves nobody.
 //
 // # Where a worker registers
 //
-// The order of arrival hands out the next indexes, so a worker aims its
-// registration with care:
-//
-//   - Slots are spread over the window less half a gap at its end. The last
-//     slot of a large group would otherwise sit a fraction of a millisecond
-//     before the window closes, and a registration refused there leaves the
-//     count one short, which remaps the whole group.
-//   - A worker whose index is at or past the count it spaces by (it joined,
-//     or a joiner pushed it there) learns the final count early in the next
-//     interval, before the window opens, and takes a place in the last half
-//     slot, after every worker spacing by the old count: so a join costs
-//     every holder one stand-down of about an interval and nothing more.
-//   - Sends are timed by the server's clock as mapped by the fastest recent
-//     round trip, and the last two milliseconds are slept in nanosleep
-//     (Linux) rather than on a Go timer, which on an idle process wakes up
-//     to a millisecond late. Registrations of 1,000 workers at a 2s interval
-//     are 1.4ms apart.
+// Once per interval, at its slot: (index + 0.5) spacings after the window
+// opens, the spacing being the window's span over the group's size, at
+// most 1ms: a small group renews in a burst at the start of the window, a
+// large one spreads evenly. Sends are timed by the server's clock as
+// mapped by the fastest recent round trip, and the last two milliseconds
+// are slept in nanosleep (Linux) rather than on a Go timer, which on an
+// idle process wakes up to a millisecond late. A worker whose index fell
+// out of range (the group shrank) or that is new takes the lowest index
+// nobody held in the interval before (see docs/PROTOCOL.md).
 //
 // # Reading the lease
 //

@@ -93,20 +93,25 @@ func (s *Source) Dropped() int64 {
 
 var _ transport.Dropper = (*Source)(nil)
 
-// Open subscribes; from is ignored.
+// Open subscribes; from is ignored. Messages are handed over by the
+// subscription's callback into a buffer Fetch empties a batch at a time: no
+// channel operation per message. When Buffer messages wait there, the
+// callback waits, and NATS drops what comes meanwhile as a slow
+// consumer's (counted by Dropped).
 func (s *Source) Open(_ context.Context, _ []transport.Position) (transport.Reader, error) {
-	ch := make(chan *nats.Msg, s.opts.Buffer)
-	sub, err := s.nc.ChanSubscribe(s.subject, ch)
+	r := &reader{s: s, wake: make(chan struct{}, 1)}
+	r.room = sync.NewCond(&r.mu)
+	sub, err := s.nc.Subscribe(s.subject, r.deliver)
 	if err != nil {
 		return nil, fmt.Errorf("natscore: subscribe %s: %w", s.subject, err)
 	}
 	_ = sub.SetPendingLimits(s.opts.Buffer, -1)
+	r.sub = sub
 	// The subscription is registered once the server has seen it.
 	if err := s.nc.Flush(); err != nil {
 		_ = sub.Unsubscribe()
 		return nil, fmt.Errorf("natscore: flush: %w", err)
 	}
-	r := &reader{s: s, sub: sub, ch: ch}
 	s.mu.Lock()
 	if s.open == nil {
 		s.open = map[*reader]struct{}{}
@@ -120,38 +125,76 @@ type reader struct {
 	transport.Closing
 	s    *Source
 	sub  *nats.Subscription
-	ch   chan *nats.Msg
 	once sync.Once
+
+	mu     sync.Mutex
+	room   *sync.Cond    // the callback waits here while the buffer is full
+	buf    []*nats.Msg   // delivered, not yet fetched
+	spare  []*nats.Msg   // the buffer Fetch gave back, reused
+	closed bool          // no more waiting in the callback
+	wake   chan struct{} // capacity 1: the buffer is no longer empty
+}
+
+// deliver is the subscription's callback.
+func (r *reader) deliver(m *nats.Msg) {
+	r.mu.Lock()
+	for len(r.buf) >= r.s.opts.Buffer && !r.closed {
+		r.room.Wait()
+	}
+	if r.closed {
+		r.mu.Unlock()
+		return
+	}
+	r.buf = append(r.buf, m)
+	first := len(r.buf) == 1
+	r.mu.Unlock()
+	if first {
+		select {
+		case r.wake <- struct{}{}:
+		default:
+		}
+	}
 }
 
 func (r *reader) Fetch(ctx context.Context) ([]*transport.Message, error) {
-	if err := r.Err(ctx); err != nil {
-		return nil, err
-	}
-	var first *nats.Msg
-	select {
-	case first = <-r.ch:
-	case <-r.Done():
-		return nil, transport.ErrClosed
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-	// What is waiting, up to Batch, in one allocation.
-	n := min(1+len(r.ch), r.s.opts.Batch)
-	slab := make([]transport.Message, n)
-	out := make([]*transport.Message, 0, n)
-	r.s.message(&slab[0], first)
-	out = append(out, &slab[0])
-	for len(out) < n {
-		select {
-		case m := <-r.ch:
-			r.s.message(&slab[len(out)], m)
-			out = append(out, &slab[len(out)])
-		default:
+	for {
+		if err := r.Err(ctx); err != nil {
+			return nil, err
+		}
+		r.mu.Lock()
+		got := r.buf
+		if len(got) > r.s.opts.Batch {
+			got = got[:r.s.opts.Batch]
+			r.buf = append(r.spare[:0], r.buf[r.s.opts.Batch:]...)
+		} else {
+			r.buf = r.spare[:0]
+		}
+		r.spare = nil
+		if len(got) > 0 {
+			r.room.Broadcast()
+		}
+		r.mu.Unlock()
+		if len(got) > 0 {
+			slab := make([]transport.Message, len(got))
+			out := make([]*transport.Message, len(got))
+			for i, m := range got {
+				r.s.message(&slab[i], m)
+				out[i] = &slab[i]
+			}
+			clear(got)
+			r.mu.Lock()
+			r.spare = got[:0]
+			r.mu.Unlock()
 			return out, nil
 		}
+		select {
+		case <-r.wake:
+		case <-r.Done():
+			return nil, transport.ErrClosed
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
 	}
-	return out, nil
 }
 
 // message fills out from m. When the message has headers other than the
@@ -189,6 +232,10 @@ func (r *reader) Close() error {
 		}
 		delete(r.s.open, r)
 		r.s.mu.Unlock()
+		r.mu.Lock()
+		r.closed = true
+		r.room.Broadcast()
+		r.mu.Unlock()
 		_ = r.sub.Unsubscribe()
 	})
 	return r.Closing.Close()
