@@ -32,9 +32,11 @@ test-integration:
 chaos:
 	NANDI_CHAOS_SCALE=10 $(GO) test -race -count=1 -timeout 60m -v ./integration/chaos/
 
-# Figures for the lease and the consumer on a real redis-server; prints tables.
+# Figures for the lease, the consumer and the transports on real servers,
+# and the lease's simulation at scale; prints tables.
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 60m -p 1 ./integration/... ./partition/ ./consumer/
+	$(GO) test -count=1 -run TestSimulationAtScale -v ./partition/ | grep -E 'figures|FAIL|^ok'
 
 lint:
 	$(GO) vet $(PKGS)
