@@ -10,6 +10,7 @@ package memory
 
 import (
 	"bytes"
+	"maps"
 	"context"
 	"hash/fnv"
 	"sync"
@@ -28,6 +29,7 @@ type Log struct {
 type entry struct {
 	key     string
 	payload []byte
+	headers map[string]string
 }
 
 // NewLog returns an empty log with the given number of shards (at least 1).
@@ -40,13 +42,23 @@ func NewLog(shards int) *Log {
 
 // Append adds a message and returns where it went.
 func (l *Log) Append(key string, payload []byte) (shard int, pos uint64) {
+	return l.AppendWithHeaders(key, payload, nil)
+}
+
+// AppendWithHeaders adds a message with headers (a trace context, say):
+// copied, and shared by every reader as the payload is.
+func (l *Log) AppendWithHeaders(key string, payload []byte, headers map[string]string) (shard int, pos uint64) {
 	h := fnv.New64a()
 	_, _ = h.Write([]byte(key))
 	shard = int(h.Sum64() % uint64(len(l.shards)))
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	pos = uint64(len(l.shards[shard]))
-	l.shards[shard] = append(l.shards[shard], entry{key: key, payload: bytes.Clone(payload)})
+	var hs map[string]string
+	if len(headers) > 0 {
+		hs = maps.Clone(headers)
+	}
+	l.shards[shard] = append(l.shards[shard], entry{key: key, payload: bytes.Clone(payload), headers: hs})
 	close(l.grew)
 	l.grew = make(chan struct{})
 	return shard, pos
@@ -119,7 +131,7 @@ func (r *reader) Fetch(ctx context.Context) ([]*transport.Message, error) {
 				for r.next[s] < uint64(len(sh)) && len(out) < maxBatch {
 					e := sh[r.next[s]]
 					m := &slab[len(out)]
-					*m = transport.Message{Key: e.key, Payload: e.payload, Shard: s, Position: transport.Offset(r.next[s])}
+					*m = transport.Message{Key: e.key, Payload: e.payload, Headers: e.headers, Shard: s, Position: transport.Offset(r.next[s])}
 					out = append(out, m)
 					r.next[s]++
 				}

@@ -1,0 +1,62 @@
+package tracing_test
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/nandi-go/nandi/consumer"
+	"github.com/nandi-go/nandi/partition"
+	"github.com/nandi-go/nandi/tracing"
+	"github.com/nandi-go/nandi/transport"
+	"github.com/nandi-go/nandi/transport/memory"
+	"github.com/redis/go-redis/v9"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+)
+
+// A producer injects its trace context into the message's headers; the
+// traced handler's span is its child, and the handler's context carries it.
+func Example() {
+	mr := miniredis.NewMiniRedis()
+	if err := mr.Start(); err != nil {
+		panic(err)
+	}
+	defer mr.Close()
+	client := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	defer client.Close()
+
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp)) // yours would export to a collector
+
+	outbox := memory.NewLog(1)
+	ctx, span := tp.Tracer("shop").Start(context.Background(), "checkout")
+	headers := map[string]string{}
+	tracing.Inject(ctx, headers, tracing.Options{})
+	outbox.AppendWithHeaders("42", []byte("order 42"), headers)
+	span.End()
+
+	lease, _ := partition.New(client, partition.Options{Name: "mail-sender", Interval: 100 * time.Millisecond})
+	handled := make(chan struct{})
+	send := tracing.Handler(func(ctx context.Context, m *transport.Message) error {
+		close(handled)
+		return nil
+	}, tracing.Options{Group: "mail-sender", TracerProvider: tp})
+	c, _ := consumer.New(lease, outbox.Source(), send, consumer.Options{})
+	runCtx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(runCtx) }()
+	<-handled
+	cancel()
+	<-done
+	_ = tp.Shutdown(context.Background())
+
+	for _, s := range exp.GetSpans().Snapshots() {
+		if s.Name() == "nandi.task mail-sender" {
+			fmt.Println(s.Name(), "is a child of checkout:", s.Parent().SpanID() == span.SpanContext().SpanID())
+		}
+	}
+	// Output:
+	// nandi.task mail-sender is a child of checkout: true
+}
