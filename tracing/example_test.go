@@ -50,13 +50,13 @@ func Example() {
 	<-handled
 	cancel()
 	<-done
-	_ = tp.Shutdown(context.Background())
 
 	for _, s := range exp.GetSpans().Snapshots() {
 		if s.Name() == "nandi.task mail-sender" {
 			fmt.Println(s.Name(), "is a child of checkout:", s.Parent().SpanID() == span.SpanContext().SpanID())
 		}
 	}
+	_ = tp.Shutdown(context.Background())
 	// Output:
 	// nandi.task mail-sender is a child of checkout: true
 }

@@ -10,9 +10,9 @@ package memory
 
 import (
 	"bytes"
-	"maps"
 	"context"
 	"hash/fnv"
+	"maps"
 	"sync"
 
 	"github.com/nandi-go/nandi/transport"
