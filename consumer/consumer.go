@@ -35,6 +35,7 @@ type Consumer struct {
 
 	stats    stats
 	drains   hist.H
+	handling hist.H       // handler calls' durations
 	running  atomic.Int64 // calls into user code in progress, overdue ones included
 	overdue  atomic.Int64 // of which overdue: detached after their term
 	unserved atomic.Bool  // opening for the term held is failing
@@ -72,6 +73,10 @@ func New(lease *partition.Lease, src transport.Source, h Handler, opts Options) 
 	}
 	return c, nil
 }
+
+// Checkpoints returns the store of the consumer's checkpoints (nil when
+// there is none): package metrics reads the group's lag from it.
+func (c *Consumer) Checkpoints() checkpoint.Store { return c.ledger }
 
 // Lease returns the lease the consumer runs.
 func (c *Consumer) Lease() *partition.Lease { return c.lease }

@@ -152,7 +152,9 @@ func (c *Consumer) invoke(w *worker, t *task, what userCall) (err error, attache
 	c.running.Add(1)
 	switch what {
 	case callHandler:
+		start := time.Now()
 		err = c.callHandler(tr.ctx, t.m)
+		c.handling.Observe(time.Since(start))
 	case callOnError:
 		c.callOnError(t)
 	case callDeadLetter:

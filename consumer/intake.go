@@ -198,12 +198,17 @@ func (c *Consumer) takeInline(tr *term, ms []*transport.Message) bool {
 			tr.batchDone.Store(int64(i + 1))
 			continue
 		}
-		if !tr.mayStartNow() && !tr.mayStart() {
-			return c.closeBatch(tr, ms, i, true, false)
+		started, ok := tr.mayStartAt()
+		if !ok {
+			if !tr.mayStart() {
+				return c.closeBatch(tr, ms, i, true, false)
+			}
+			started = time.Since(tr.base)
 		}
 		var handlerErr error
 		if intakeErr == nil && !tr.s.blocked(id) {
 			handlerErr = c.callHandler(tr.ctx, m)
+			c.handling.Observe(time.Since(tr.base) - started)
 			if w.detached() {
 				return c.detachedReturn()
 			}

@@ -45,6 +45,9 @@ type Stats struct {
 	// when nothing is being served. A task that keeps failing shows here.
 	Oldest []time.Duration
 
+	// Handling is how long each handler call took.
+	Handling hist.Snapshot
+
 	// Drains is how long each drain took: from stopping intake to the last
 	// handler's return and the last checkpoint write (at every change of
 	// mapping, and at shutdown).
@@ -67,7 +70,7 @@ func (c *Consumer) Stats() Stats {
 		CheckpointFailures: s.checkpointFailures.Load(), BadShard: s.badShard.Load(), OverdueTotal: s.overdueTotal.Load(),
 		LedgerLosses: s.ledgerLosses.Load(), Rewinds: s.rewinds.Load(),
 		InFlight: c.running.Load(), Overdue: c.overdue.Load(),
-		Drains: c.drains.Snapshot(),
+		Drains: c.drains.Snapshot(), Handling: c.handling.Snapshot(),
 	}
 	if c.unserved.Load() {
 		_, out.Unserved = c.lease.Current()

@@ -160,7 +160,18 @@ func (tr *term) watch(loop context.Context) {
 // mayStartNow is mayStart's common case, small enough to inline: the
 // term takes work and is not in its pause, on the monotonic clock.
 func (tr *term) mayStartNow() bool {
-	return !tr.over.Load() && !isDone(tr.t.Done()) && int64(time.Since(tr.base)) < tr.pauseAfter.Load()
+	_, ok := tr.mayStartAt()
+	return ok
+}
+
+// mayStartAt is mayStartNow with the clock reading it made (time since
+// base), which the caller may use as the task's start.
+func (tr *term) mayStartAt() (time.Duration, bool) {
+	if tr.over.Load() || isDone(tr.t.Done()) {
+		return 0, false
+	}
+	now := time.Since(tr.base)
+	return now, int64(now) < tr.pauseAfter.Load()
 }
 
 // mayStart reports whether work may start now: the term takes work, and

@@ -40,6 +40,9 @@
 //	nandi_consumer_ledger_losses_total          counter  opens that found the checkpoint ledger gone or behind what the worker had seen
 //	nandi_consumer_rewinds_total                counter  shards found to end below their checkpoint (a log recreated): read again from their start
 //	nandi_consumer_drain_duration_seconds       histogram from stopping intake to the last handler's return, per drain
+//	nandi_consumer_handler_duration_seconds     histogram every handler call
+//	nandi_group_lag_messages{shard}             gauge    offsets between the group's lowest checkpoint and the log's end (every worker reports it, held or not)
+//	nandi_group_lag_seconds{shard}              gauge    the same in entry time (Redis Streams)
 //	nandi_consumer_checkpoint_writes_total      counter  checkpoint writes
 //	nandi_consumer_terms_total                  counter  terms served
 //	nandi_consumer_lag_messages{shard}          gauge    offsets between the held index's checkpoint and the log's end (Kafka, JetStream, memory)
@@ -47,10 +50,13 @@
 //	nandi_consumer_dropped_total                counter  messages the transport dropped before the consumer read them (NATS core slow consumer)
 //
 // lost_unowned counts messages of a source that keeps nothing (NATS core)
-// that arrived while this worker held no lease: gone. The lag gauges ask
-// the source for its ends at scrape time (bounded by Options.InfoTimeout)
-// and exist only while a term is held; they count the log between this
-// index's checkpoint and the end, the other indexes' messages included.
+// that arrived while this worker held no lease: gone. The consumer's lag
+// gauges ask the source for its ends at scrape time (bounded by
+// Options.InfoTimeout) and exist only while a term is held; they count the
+// log between this index's checkpoint and the end, the other indexes'
+// messages included. The group's lag gauges read the checkpoint ledger as
+// well and are there whether the worker holds anything or not: every
+// worker reports the same value (aggregate with max).
 package metrics
 
 import (
@@ -59,6 +65,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/nandi-go/nandi/checkpoint"
 	"github.com/nandi-go/nandi/consumer"
 	"github.com/nandi-go/nandi/internal/hist"
 	"github.com/nandi-go/nandi/partition"
@@ -203,7 +210,9 @@ type consumerCollector struct {
 	panics, overdue, overdueTotal, pending       *prometheus.Desc
 	oldest, unserved, openFailures               *prometheus.Desc
 	fetchFailures, writeFailures, ledgerLosses   *prometheus.Desc
-	rewinds                                      *prometheus.Desc
+	rewinds, handling, groupLagMessages          *prometheus.Desc
+	groupLagSeconds                              *prometheus.Desc
+	ledger                                       func(context.Context) (*checkpoint.State, error) // nil: no ledger
 }
 
 func newConsumerCollector(c *consumer.Consumer, o Options) *consumerCollector {
@@ -211,7 +220,11 @@ func newConsumerCollector(c *consumer.Consumer, o Options) *consumerCollector {
 	if d, ok := c.Source().(transport.Dropper); ok {
 		dropped = d.Dropped
 	}
-	return consumerCollectorOf(c.Lease().Options().Name, c.Stats, c.Positions, c.Source().Info, dropped, o)
+	cc := consumerCollectorOf(c.Lease().Options().Name, c.Stats, c.Positions, c.Source().Info, dropped, o)
+	if st := c.Checkpoints(); st != nil {
+		cc.ledger = st.Read
+	}
+	return cc
 }
 
 func consumerCollectorOf(group string, stats func() consumer.Stats, positions func() (partition.Assignment, []transport.Position, bool),
@@ -221,37 +234,40 @@ func consumerCollectorOf(group string, stats func() consumer.Stats, positions fu
 		return prometheus.NewDesc(prometheus.BuildFQName(o.Namespace, "consumer", name), help, vars, cl)
 	}
 	return &consumerCollector{
-		stats:         stats,
-		positions:     positions,
-		info:          info,
-		dropped:       dropped,
-		droppedDesc:   d("dropped_total", "Messages the transport dropped before the consumer read them (NATS core: slow consumer)."),
-		timeout:       o.InfoTimeout,
-		messages:      d("messages_total", "Messages by outcome: handled, not_owned, done_before, dead_lettered, skipped, abandoned, lost_unowned, bad_shard.", "outcome"),
-		failures:      d("handler_failures_total", "Failed handler attempts."),
-		inFlight:      d("in_flight", "Calls into user code running now."),
-		panics:        d("panics_total", "Calls into user code that panicked (handler, DeadLetter, OnError, ID)."),
-		overdue:       d("overdue_handlers", "Handlers still running after their term ended, their context cancelled."),
-		overdueTotal:  d("overdue_handlers_total", "Handlers that outlived their term."),
-		pending:       d("pending", "Tasks taken and not finished: queued, running, waiting to retry."),
-		oldest:        d("oldest_unfinished_seconds", "Age of the oldest unfinished task of the term served, per shard.", "shard"),
-		unserved:      d("unserved", "1 while a term is held but its checkpoints or source cannot be opened."),
-		openFailures:  d("open_failures_total", "Failed opens of the checkpoints or the source (retried while the term lasts)."),
-		fetchFailures: d("fetch_failures_total", "Failed fetches (retried with backoff)."),
-		writeFailures: d("checkpoint_failures_total", "Failed checkpoint writes."),
-		ledgerLosses:  d("ledger_losses_total", "Opens that found the checkpoint ledger gone or behind what the worker had seen."),
-		rewinds:       d("rewinds_total", "Shards found to end below their checkpoint (a log recreated): read again from their start."),
-		drains:        d("drain_duration_seconds", "Time from stopping intake to the last handler's return, per drain."),
-		writes:        d("checkpoint_writes_total", "Checkpoint writes."),
-		terms:         d("terms_total", "Terms served."),
-		lagMessages:   d("lag_messages", "Offsets between the held index's checkpoint and the log's end.", "shard"),
-		lagSeconds:    d("lag_seconds", "Entry time between the held index's checkpoint and the stream's end (Redis Streams).", "shard"),
+		stats:            stats,
+		positions:        positions,
+		info:             info,
+		dropped:          dropped,
+		droppedDesc:      d("dropped_total", "Messages the transport dropped before the consumer read them (NATS core: slow consumer)."),
+		timeout:          o.InfoTimeout,
+		messages:         d("messages_total", "Messages by outcome: handled, not_owned, done_before, dead_lettered, skipped, abandoned, lost_unowned, bad_shard.", "outcome"),
+		failures:         d("handler_failures_total", "Failed handler attempts."),
+		inFlight:         d("in_flight", "Calls into user code running now."),
+		panics:           d("panics_total", "Calls into user code that panicked (handler, DeadLetter, OnError, ID)."),
+		overdue:          d("overdue_handlers", "Handlers still running after their term ended, their context cancelled."),
+		overdueTotal:     d("overdue_handlers_total", "Handlers that outlived their term."),
+		pending:          d("pending", "Tasks taken and not finished: queued, running, waiting to retry."),
+		oldest:           d("oldest_unfinished_seconds", "Age of the oldest unfinished task of the term served, per shard.", "shard"),
+		unserved:         d("unserved", "1 while a term is held but its checkpoints or source cannot be opened."),
+		openFailures:     d("open_failures_total", "Failed opens of the checkpoints or the source (retried while the term lasts)."),
+		fetchFailures:    d("fetch_failures_total", "Failed fetches (retried with backoff)."),
+		writeFailures:    d("checkpoint_failures_total", "Failed checkpoint writes."),
+		ledgerLosses:     d("ledger_losses_total", "Opens that found the checkpoint ledger gone or behind what the worker had seen."),
+		handling:         d("handler_duration_seconds", "Every handler call."),
+		groupLagMessages: prometheus.NewDesc(prometheus.BuildFQName(o.Namespace, "group", "lag_messages"), "Offsets between the group's lowest checkpoint and the log's end.", []string{"shard"}, cl),
+		groupLagSeconds:  prometheus.NewDesc(prometheus.BuildFQName(o.Namespace, "group", "lag_seconds"), "Entry time between the group's lowest checkpoint and the stream's end (Redis Streams).", []string{"shard"}, cl),
+		rewinds:          d("rewinds_total", "Shards found to end below their checkpoint (a log recreated): read again from their start."),
+		drains:           d("drain_duration_seconds", "Time from stopping intake to the last handler's return, per drain."),
+		writes:           d("checkpoint_writes_total", "Checkpoint writes."),
+		terms:            d("terms_total", "Terms served."),
+		lagMessages:      d("lag_messages", "Offsets between the held index's checkpoint and the log's end.", "shard"),
+		lagSeconds:       d("lag_seconds", "Entry time between the held index's checkpoint and the stream's end (Redis Streams).", "shard"),
 	}
 }
 
 func (c *consumerCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.messages, c.failures, c.inFlight, c.drains, c.writes, c.terms, c.lagMessages, c.lagSeconds, c.droppedDesc,
-		c.panics, c.overdue, c.overdueTotal, c.pending, c.oldest, c.unserved, c.openFailures, c.fetchFailures, c.writeFailures, c.ledgerLosses, c.rewinds} {
+		c.panics, c.overdue, c.overdueTotal, c.pending, c.oldest, c.unserved, c.openFailures, c.fetchFailures, c.writeFailures, c.ledgerLosses, c.rewinds, c.handling, c.groupLagMessages, c.groupLagSeconds} {
 		ch <- d
 	}
 }
@@ -292,6 +308,7 @@ func (c *consumerCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(c.oldest, d.Seconds(), strconv.Itoa(i))
 	}
 	ch <- histogram(c.drains, s.Drains)
+	ch <- histogram(c.handling, s.Handling)
 	counter(c.writes, s.Checkpoints)
 	counter(c.terms, s.Terms)
 	if c.dropped != nil {
@@ -301,23 +318,50 @@ func (c *consumerCollector) Collect(ch chan<- prometheus.Metric) {
 }
 
 // lag reports, per shard, how far the held index's checkpoint is behind
-// the log's end.
+// the log's end, and how far the group's lowest checkpoint is.
 func (c *consumerCollector) lag(ch chan<- prometheus.Metric) {
-	_, pos, ok := c.positions()
-	if !ok {
-		return
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 	defer cancel()
-	info, err := c.info(ctx)
-	if err != nil || !info.Log {
+	var info transport.Info
+	var infoErr error
+	described := false
+	describe := func() bool {
+		if !described {
+			info, infoErr = c.info(ctx)
+			described = true
+		}
+		return infoErr == nil && info.Log
+	}
+	if _, pos, ok := c.positions(); ok && describe() {
+		c.lagOf(ch, pos, info.Ends, c.lagMessages, c.lagSeconds)
+	}
+	if c.ledger == nil || !describe() {
 		return
 	}
+	st, err := c.ledger(ctx)
+	if err != nil || st.Current == nil {
+		return
+	}
+	low := make([]transport.Position, len(st.Current.Start))
+	for s := range low {
+		low[s] = st.Current.At(s, 0)
+		for k := 1; k < st.Current.R; k++ {
+			if p := st.Current.At(s, k); p.Less(low[s]) {
+				low[s] = p
+			}
+		}
+	}
+	c.lagOf(ch, low, info.Ends, c.groupLagMessages, c.groupLagSeconds)
+}
+
+// lagOf reports positions pos against the log's ends: in messages for
+// offsets, in entry time for Redis stream IDs.
+func (c *consumerCollector) lagOf(ch chan<- prometheus.Metric, pos, ends []transport.Position, messages, seconds *prometheus.Desc) {
 	for i, p := range pos {
-		if i >= len(info.Ends) {
+		if i >= len(ends) {
 			break
 		}
-		end := info.Ends[i]
+		end := ends[i]
 		shard := strconv.Itoa(i)
 		if end.Hi > 0 { // a Redis stream ID: Hi is the entry's time in ms
 			if p.Hi == 0 {
@@ -327,14 +371,14 @@ func (c *consumerCollector) lag(ch chan<- prometheus.Metric) {
 			if p.Less(end) && end.Hi > p.Hi {
 				lag = float64(end.Hi-p.Hi) / 1000
 			}
-			ch <- prometheus.MustNewConstMetric(c.lagSeconds, prometheus.GaugeValue, lag, shard)
+			ch <- prometheus.MustNewConstMetric(seconds, prometheus.GaugeValue, lag, shard)
 			continue
 		}
 		lag := 0.0
 		if p.Less(end) {
 			lag = float64(end.Lo - p.Lo)
 		}
-		ch <- prometheus.MustNewConstMetric(c.lagMessages, prometheus.GaugeValue, lag, shard)
+		ch <- prometheus.MustNewConstMetric(messages, prometheus.GaugeValue, lag, shard)
 	}
 }
 

@@ -2,8 +2,11 @@ package metrics
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"math"
+	"os"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -11,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nandi-go/nandi/checkpoint"
 	"github.com/nandi-go/nandi/consumer"
 	"github.com/nandi-go/nandi/internal/hist"
 	"github.com/nandi-go/nandi/internal/natstest"
@@ -78,12 +82,15 @@ func TestEveryFigureHasItsMetric(t *testing.T) {
 		Calls: 11, Registrations: 12, Failures: 13, Refusals: 14, Acquired: 15,
 		Lost:     map[string]int64{"mapping_changed": 16, "expired": 17, "generation_changed": 18, "stopped": 19},
 		HeldTime: 20 * time.Second, UnheldTime: 21 * time.Second, Latency: h.Snapshot()}
-	var d hist.H
+	var d, hd hist.H
 	d.Observe(time.Second)
+	for range 3 {
+		hd.Observe(time.Millisecond)
+	}
 	cs := consumer.Stats{Handled: 31, NotOwned: 32, DoneBefore: 33, Failed: 34, DeadLetters: 35, Abandoned: 36,
 		Unowned: 37, Checkpoints: 38, Terms: 39, InFlight: 40, Drains: d.Snapshot(),
 		Skipped: 50, Panics: 51, FetchFailures: 52, OpenFailures: 53, CheckpointFailures: 54, BadShard: 55,
-		OverdueTotal: 56, LedgerLosses: 57, Rewinds: 62, Overdue: 58, Unserved: true, Pending: 59, Oldest: []time.Duration{60 * time.Second, 61 * time.Second}}
+		OverdueTotal: 56, LedgerLosses: 57, Rewinds: 62, Handling: hd.Snapshot(), Overdue: 58, Unserved: true, Pending: 59, Oldest: []time.Duration{60 * time.Second, 61 * time.Second}}
 	pos := func() (partition.Assignment, []transport.Position, bool) {
 		return ls.Current, []transport.Position{transport.Offset(100), {Hi: 5000, Lo: 1}}, true
 	}
@@ -93,7 +100,13 @@ func TestEveryFigureHasItsMetric(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	o := Options{}.withDefaults()
 	reg.MustRegister(newLeaseCollector("g", func() partition.Stats { return ls }, o))
-	reg.MustRegister(consumerCollectorOf("g", func() consumer.Stats { return cs }, pos, info, func() int64 { return 42 }, o))
+	cc := consumerCollectorOf("g", func() consumer.Stats { return cs }, pos, info, func() int64 { return 42 }, o)
+	cc.ledger = func(context.Context) (*checkpoint.State, error) {
+		e := &checkpoint.Epoch{N: 1, R: 2, Start: []transport.Position{transport.Offset(90), {Hi: 4000}},
+			Marks: map[checkpoint.Slot]checkpoint.Mark{{Shard: 0, Index: 1}: {Low: transport.Offset(95)}}}
+		return &checkpoint.State{Current: e, History: []*checkpoint.Epoch{e}}, nil
+	}
+	reg.MustRegister(cc)
 	want := map[string]float64{
 		"nandi_lease_held": 1, "nandi_lease_index": 2, "nandi_lease_replicas": 5, "nandi_lease_token": 77,
 		"nandi_lease_calls_total": 11, "nandi_lease_registrations_total": 12, "nandi_lease_registration_failures_total": 13,
@@ -112,7 +125,8 @@ func TestEveryFigureHasItsMetric(t *testing.T) {
 		"nandi_consumer_messages_total{outcome=skipped}": 50, "nandi_consumer_panics_total": 51,
 		"nandi_consumer_fetch_failures_total": 52, "nandi_consumer_open_failures_total": 53,
 		"nandi_consumer_checkpoint_failures_total": 54, "nandi_consumer_messages_total{outcome=bad_shard}": 55,
-		"nandi_consumer_overdue_handlers_total": 56, "nandi_consumer_ledger_losses_total": 57, "nandi_consumer_rewinds_total": 62,
+		"nandi_consumer_overdue_handlers_total": 56, "nandi_consumer_ledger_losses_total": 57, "nandi_consumer_rewinds_total": 62, "nandi_consumer_handler_duration_seconds": 3,
+		"nandi_group_lag_messages{shard=0}": 51, "nandi_group_lag_seconds{shard=1}": 5.5,
 		"nandi_consumer_overdue_handlers": 58, "nandi_consumer_unserved": 1, "nandi_consumer_pending": 59,
 		"nandi_consumer_oldest_unfinished_seconds{shard=0}": 60, "nandi_consumer_oldest_unfinished_seconds{shard=1}": 61,
 	}
@@ -231,6 +245,12 @@ func TestMetricsMoveInARealGroup(t *testing.T) {
 		t.Fatal(err)
 	}
 	g = gather(t, a.reg)
+	if _, ok := g["nandi_group_lag_messages{shard=0}"]; !ok {
+		t.Errorf("no group lag from a worker that holds nothing: %v", g)
+	}
+	if h := g["nandi_consumer_messages_total{outcome=handled}"]; h == 0 || g["nandi_consumer_handler_duration_seconds"] < h {
+		t.Errorf("handler durations observed %v for %v handled; want one per call", g["nandi_consumer_handler_duration_seconds"], h)
+	}
 	if g["nandi_lease_stand_downs_total{reason=stopped}"] != 1 || g["nandi_consumer_drain_duration_seconds"] < 1 || g["nandi_lease_held"] != 0 {
 		t.Errorf("after stopping: stand-downs(stopped) %v, drains %v, held %v; want 1, at least 1, 0",
 			g["nandi_lease_stand_downs_total{reason=stopped}"], g["nandi_consumer_drain_duration_seconds"], g["nandi_lease_held"])
@@ -282,4 +302,106 @@ func TestNATSDropsCountedWhileReading(t *testing.T) {
 	redistest.WaitFor(t, 10*time.Second, "the drops in the metric while Run runs", func() bool {
 		return gather(t, reg)["nandi_consumer_dropped_total"] > 0
 	})
+}
+
+// exported is every metric name the collectors export (histograms by
+// their base name, as Prometheus's _bucket, _sum and _count series).
+func exported(t *testing.T) map[string]bool {
+	var h hist.H
+	h.Observe(time.Millisecond)
+	ls := partition.Stats{Held: true, Lost: map[string]int64{}, Latency: h.Snapshot()}
+	cs := consumer.Stats{Drains: h.Snapshot(), Handling: h.Snapshot(), Oldest: []time.Duration{time.Second}}
+	o := Options{}.withDefaults()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(newLeaseCollector("g", func() partition.Stats { return ls }, o))
+	cc := consumerCollectorOf("g", func() consumer.Stats { return cs }, func() (partition.Assignment, []transport.Position, bool) {
+		return partition.Assignment{}, []transport.Position{transport.Offset(1), {Hi: 5}}, true
+	}, func(context.Context) (transport.Info, error) {
+		return transport.Info{Log: true, Shards: 2, Ends: []transport.Position{transport.Offset(9), {Hi: 9}}}, nil
+	}, func() int64 { return 1 }, o)
+	cc.ledger = func(context.Context) (*checkpoint.State, error) {
+		e := &checkpoint.Epoch{N: 1, R: 1, Start: []transport.Position{transport.Offset(1), {Hi: 5}}}
+		return &checkpoint.State{Current: e, History: []*checkpoint.Epoch{e}}, nil
+	}
+	reg.MustRegister(cc)
+	reg.MustRegister(newFilterCollector("g", func() watermillsub.FilterStats { return watermillsub.FilterStats{} }, o))
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]bool{}
+	for _, f := range fams {
+		out[f.GetName()] = true
+	}
+	return out
+}
+
+var metricName = regexp.MustCompile(`\bnandi_[a-z_]+`)
+
+// checkQueries fails for every metric a query names that nothing exports.
+func checkQueries(t *testing.T, where string, queries []string) {
+	t.Helper()
+	have := exported(t)
+	if len(queries) == 0 {
+		t.Fatalf("%s: no queries found", where)
+	}
+	for _, q := range queries {
+		for _, name := range metricName.FindAllString(q, -1) {
+			base := name
+			for _, suf := range []string{"_bucket", "_sum", "_count"} {
+				base = strings.TrimSuffix(base, suf)
+			}
+			if !have[base] {
+				t.Errorf("%s: query %q names %s, which no collector exports", where, q, name)
+			}
+		}
+	}
+}
+
+// The Grafana dashboard's queries name metrics the code exports.
+func TestDashboardQueriesNameExportedMetrics(t *testing.T) {
+	b, err := os.ReadFile("../deploy/grafana/nandi.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dash struct {
+		Panels []struct {
+			Title   string
+			Targets []struct{ Expr string }
+		}
+	}
+	if err := json.Unmarshal(b, &dash); err != nil {
+		t.Fatalf("the dashboard is not JSON: %v", err)
+	}
+	var qs []string
+	for _, p := range dash.Panels {
+		if len(p.Targets) == 0 {
+			t.Errorf("panel %q has no query", p.Title)
+		}
+		for _, tg := range p.Targets {
+			qs = append(qs, tg.Expr)
+		}
+	}
+	checkQueries(t, "deploy/grafana/nandi.json", qs)
+}
+
+// The README's PromQL names metrics the code exports.
+func TestReadmeQueriesNameExportedMetrics(t *testing.T) {
+	b, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var qs []string
+	in := false
+	for _, line := range strings.Split(string(b), "\n") {
+		switch {
+		case strings.HasPrefix(line, "```promql"):
+			in = true
+		case strings.HasPrefix(line, "```"):
+			in = false
+		case in && !strings.HasPrefix(line, "#"):
+			qs = append(qs, line)
+		}
+	}
+	checkQueries(t, "README.md", qs)
 }
