@@ -34,17 +34,6 @@ func (c *Consumer) Run(ctx context.Context) (runErr error) {
 	if !c.runs.CompareAndSwap(false, true) {
 		return ErrAlreadyRunning
 	}
-	info, err := c.src.Info(ctx)
-	if err != nil {
-		return fmt.Errorf("consumer: describing the source: %w", err)
-	}
-	if info.Log && c.ledger == nil {
-		return fmt.Errorf("consumer: the source is a log but there is no checkpoint store: set Options.Checkpoints (the lease has no Redis client to keep them in)")
-	}
-	if info.Shards < 1 {
-		info.Shards = 1
-	}
-
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	leaseCtx, stopLease := context.WithCancel(context.WithoutCancel(ctx))
@@ -75,6 +64,20 @@ func (c *Consumer) Run(ctx context.Context) (runErr error) {
 		}
 	})
 
+	// Describe the source, retrying while it fails (a broker not up yet, a
+	// wrong credential: logged once per spell, counted, and the worker not
+	// ready while it holds a share it cannot serve).
+	info, ok := c.describe(loop)
+	if !ok {
+		return nil
+	}
+	if info.Log && c.ledger == nil {
+		return fmt.Errorf("consumer: the source is a log but there is no checkpoint store: set Options.Checkpoints (the lease has no Redis client to keep them in)")
+	}
+	if info.Shards < 1 {
+		info.Shards = 1
+	}
+
 	var persistent transport.Reader // a source that is not a log is read throughout
 	defer func() {
 		if persistent != nil {
@@ -87,6 +90,7 @@ func (c *Consumer) Run(ctx context.Context) (runErr error) {
 			continue
 		}
 		var t *partition.Term
+		var err error
 		if persistent != nil {
 			t, err = c.discard(loop, persistent)
 		} else {
@@ -313,6 +317,31 @@ func (c *Consumer) openLogOnce(tr *term) (transport.Reader, error) {
 	tr.info, tr.st, tr.shards = info, st, shards
 	tr.mu.Unlock()
 	return r, nil
+}
+
+// describe asks the source what it is, retrying with backoff until ctx
+// ends (ok false then).
+func (c *Consumer) describe(ctx context.Context) (transport.Info, bool) {
+	var backoff time.Duration
+	defer c.unserved.Store(false)
+	for {
+		info, err := c.src.Info(ctx)
+		if err == nil {
+			if n, lasted, ok := c.opening.end(); ok {
+				c.log.Info("source described", "failures", n, "after", lasted)
+			}
+			return info, true
+		}
+		c.stats.openFailures.Add(1)
+		c.unserved.Store(true)
+		if c.opening.fail() {
+			c.log.Warn("cannot describe the source; retrying", "err", err)
+		}
+		backoff = min(max(2*backoff, retryFloor), retryCeiling)
+		if !sleep(ctx, backoff) {
+			return transport.Info{}, false
+		}
+	}
 }
 
 // openPersistent opens a source that is not a log, retrying with backoff

@@ -158,6 +158,22 @@ type Dropper interface {
 // ErrClosed is returned by Fetch on a closed Reader.
 var ErrClosed = errors.New("transport: reader closed")
 
+// ErrInvalidOptions is wrapped by every error a transport's constructor
+// returns for options it cannot run with; the message says which and what
+// to do. Every transport refuses a bad value rather than replace it.
+var ErrInvalidOptions = errors.New("transport: invalid options")
+
+// Invalid returns an error wrapping ErrInvalidOptions, for transports.
+func Invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidOptions}, args...)...)
+}
+
+// FallbackKey is the key of a message that has no task id (its id field,
+// header or key is missing): the message's place in its source, so such
+// messages spread over the group, and the owner reports it with the
+// message's Err. Every transport uses it.
+func FallbackKey(place string) string { return "no-id:" + place }
+
 // Closing is the closed state of a Reader, for transports to embed: the
 // zero value is open, Close closes it once, and Err tells a Fetch whether
 // to stop.

@@ -17,7 +17,8 @@ func FuzzMessage(f *testing.F) {
 	f.Add([]byte("\xff\x00"), []byte(nil), "id", []byte("7"), -1, int64(-5))
 	s := &Source{topic: "tasks"}
 	f.Fuzz(func(t *testing.T, key, value []byte, hk string, hv []byte, partition int, offset int64) {
-		m := s.message(kafka.Message{Topic: "tasks", Partition: partition, Offset: offset, Key: key, Value: value,
+		m := &transport.Message{}
+		s.message(m, kafka.Message{Topic: "tasks", Partition: partition, Offset: offset, Key: key, Value: value,
 			Headers: []kafka.Header{{Key: hk, Value: hv}}})
 		if m.Shard != partition || m.Position != transport.Offset(uint64(offset)) {
 			t.Fatalf("shard %d position %v, want %d and offset %d", m.Shard, m.Position, partition, offset)

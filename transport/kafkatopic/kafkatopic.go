@@ -13,37 +13,81 @@
 // With Options.CommitGroup, the group's low watermark (the offset below which
 // every index has finished) is committed as that consumer group's offset,
 // so that lag tools (kafka-consumer-groups, Burrow, exporters) keep working.
+//
+// # Configuration, security and errors
+//
+// Options.Reader is a kafka.ReaderConfig template for the partition
+// readers (isolation level, fetch sizes, backoff, a Dialer of your own):
+// everything but the brokers, topic, partition and group is used as given.
+// Options.SASL and Options.TLS are the one place for credentials: they go
+// into the readers' Dialer and the Transport of metadata, offsets and
+// commits alike. A reader's fetch error (a wrong password, a broker down)
+// is returned by the next Fetch that has no message to return, so the
+// consumer logs it once per spell and counts it
+// (nandi_consumer_fetch_failures_total); FetchErrors counts them here too.
+// The partitions are described again at every Open, that is at every term:
+// partitions added to the topic are read from the next term on.
 package kafkatopic
 
 import (
 	"context"
-	"errors"
+	"crypto/tls"
 	"fmt"
 	"sort"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nandi-go/nandi/transport"
 	"github.com/segmentio/kafka-go"
+	"github.com/segmentio/kafka-go/sasl"
+)
+
+// Defaults of Options.
+const (
+	// DefaultMaxWait bounds one fetch from a broker: kafka-go's default of
+	// 10s makes a reader take seconds to close.
+	DefaultMaxWait = 100 * time.Millisecond
+	// DefaultBuffer is how many messages are read ahead of Fetch.
+	DefaultBuffer = 1024
+	// DefaultBatch is the most messages one Fetch returns.
+	DefaultBatch = 512
+	// RetryWait is how long a partition reader waits after a fetch error.
+	RetryWait = 100 * time.Millisecond
 )
 
 // Options configure a Source.
 type Options struct {
 	// Key, if set, returns the task id of a message instead of its key.
 	Key func(m kafka.Message) (string, error)
-	// MaxWait bounds one fetch from a broker (default 100ms; kafka-go's
-	// default of 10s makes a reader take seconds to close).
+	// Reader is a template for the partition readers: every field but
+	// Brokers, Topic, Partition and GroupID is used as given (a zero
+	// MaxWait means DefaultMaxWait).
+	Reader kafka.ReaderConfig
+	// MaxWait bounds one fetch from a broker (default DefaultMaxWait);
+	// Reader.MaxWait, when set, wins.
 	MaxWait time.Duration
-	// Dialer, if set, is used by the partition readers (TLS, SASL).
+	// SASL and TLS authenticate and encrypt every connection: the
+	// readers' (through their Dialer) and the metadata, offsets and
+	// commits' (through Transport). Set them here once.
+	SASL sasl.Mechanism
+	TLS  *tls.Config
+	// Dialer, if set, is the readers' dialer (deprecated in favour of
+	// Reader.Dialer); SASL and TLS are added to a copy of it.
 	Dialer *kafka.Dialer
-	// Transport, if set, is used for metadata, offsets and commits (TLS,
-	// SASL); default one of the Source's own.
+	// Transport, if set, is used for metadata, offsets and commits; it is
+	// then yours to configure (SASL and TLS are not added to it). Default:
+	// one of the Source's own, with SASL and TLS.
 	Transport *kafka.Transport
 	// CommitGroup, if set, receives the group's low watermark as its
 	// committed offsets.
 	CommitGroup string
-	// Buffer is how many messages are read ahead of Fetch (default 1024).
+	// Buffer is how many messages are read ahead of Fetch (default
+	// DefaultBuffer).
 	Buffer int
+	// Batch is the most messages one Fetch returns (default DefaultBatch).
+	Batch int
 }
 
 // Source reads one topic.
@@ -51,34 +95,83 @@ type Source struct {
 	brokers []string
 	topic   string
 	opts    Options
+	reader  kafka.ReaderConfig // the template, completed
 	client  *kafka.Client
 	own     *kafka.Transport // closed by Close when not the user's
+	errors  atomic.Int64
 }
 
+var (
+	_ transport.Source  = (*Source)(nil)
+	_ transport.Trimmer = (*Source)(nil)
+)
+
 // New returns a Source for topic on brokers. It does no I/O. Close it when
-// done, to release the connections of its own Transport.
+// done, to release the connections of its own Transport. Bad options are
+// refused with an error wrapping transport.ErrInvalidOptions.
 func New(brokers []string, topic string, opts Options) (*Source, error) {
-	if len(brokers) == 0 {
-		return nil, errors.New("kafkatopic: no broker address")
-	}
-	if topic == "" {
-		return nil, errors.New("kafkatopic: topic is empty")
+	switch {
+	case len(brokers) == 0:
+		return nil, transport.Invalid("kafkatopic: no broker address")
+	case topic == "":
+		return nil, transport.Invalid("kafkatopic: topic is empty")
+	case opts.MaxWait < 0 || opts.Reader.MaxWait < 0:
+		return nil, transport.Invalid("kafkatopic: MaxWait is negative")
+	case opts.Buffer < 0:
+		return nil, transport.Invalid("kafkatopic: Buffer is %d; it must not be negative (0: %d)", opts.Buffer, DefaultBuffer)
+	case opts.Batch < 0:
+		return nil, transport.Invalid("kafkatopic: Batch is %d; it must not be negative (0: %d)", opts.Batch, DefaultBatch)
+	case opts.Reader.GroupID != "":
+		return nil, transport.Invalid("kafkatopic: Reader.GroupID is set; every worker reads every partition itself (use CommitGroup for lag tools)")
 	}
 	if opts.MaxWait == 0 {
-		opts.MaxWait = 100 * time.Millisecond
+		opts.MaxWait = DefaultMaxWait
 	}
-	if opts.Buffer <= 0 {
-		opts.Buffer = 1024
+	if opts.Buffer == 0 {
+		opts.Buffer = DefaultBuffer
+	}
+	if opts.Batch == 0 {
+		opts.Batch = DefaultBatch
 	}
 	s := &Source{brokers: brokers, topic: topic, opts: opts}
+	rc := opts.Reader
+	rc.Brokers, rc.Topic = brokers, topic
+	if rc.MaxWait == 0 {
+		rc.MaxWait = opts.MaxWait
+	}
+	d := rc.Dialer
+	if d == nil {
+		d = opts.Dialer
+	}
+	if opts.SASL != nil || opts.TLS != nil {
+		var c kafka.Dialer
+		if d != nil {
+			c = *d
+		} else {
+			c = kafka.Dialer{Timeout: 10 * time.Second, DualStack: true}
+		}
+		if opts.SASL != nil {
+			c.SASLMechanism = opts.SASL
+		}
+		if opts.TLS != nil {
+			c.TLS = opts.TLS
+		}
+		d = &c
+	}
+	rc.Dialer = d
+	s.reader = rc
 	tr := opts.Transport
 	if tr == nil {
-		s.own = &kafka.Transport{}
+		s.own = &kafka.Transport{SASL: opts.SASL, TLS: opts.TLS}
 		tr = s.own
 	}
 	s.client = &kafka.Client{Addr: kafka.TCP(brokers...), Transport: tr}
 	return s, nil
 }
+
+// FetchErrors counts the partition readers' fetch errors (each is also
+// returned by a Fetch).
+func (s *Source) FetchErrors() int64 { return s.errors.Load() }
 
 // Close releases the Source's own connections.
 func (s *Source) Close() error {
@@ -177,7 +270,9 @@ func (s *Source) Open(ctx context.Context, from []transport.Position) (transport
 		if p < len(from) && int64(from[p].Lo) > start {
 			start = int64(from[p].Lo)
 		}
-		kr := kafka.NewReader(kafka.ReaderConfig{Brokers: s.brokers, Topic: s.topic, Partition: p, MaxWait: s.opts.MaxWait, Dialer: s.opts.Dialer})
+		rc := s.reader
+		rc.Partition = p
+		kr := kafka.NewReader(rc)
 		if err := kr.SetOffset(start); err != nil {
 			cancel()
 			_ = kr.Close()
@@ -198,9 +293,11 @@ type reader struct {
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 	once    sync.Once
+	failed  atomic.Pointer[error] // the latest fetch error not yet returned
 }
 
 // pump moves one partition's messages into the shared channel, in order.
+// A fetch error is kept for Fetch to return, and retried after RetryWait.
 func (r *reader) pump(ctx context.Context, kr *kafka.Reader) {
 	for {
 		m, err := kr.FetchMessage(ctx)
@@ -208,8 +305,11 @@ func (r *reader) pump(ctx context.Context, kr *kafka.Reader) {
 			if ctx.Err() != nil {
 				return
 			}
+			r.s.errors.Add(1)
+			err = fmt.Errorf("kafkatopic: fetch %s/%d: %w", r.s.topic, kr.Config().Partition, err)
+			r.failed.Store(&err)
 			select {
-			case <-time.After(100 * time.Millisecond):
+			case <-time.After(RetryWait):
 				continue
 			case <-ctx.Done():
 				return
@@ -223,23 +323,48 @@ func (r *reader) pump(ctx context.Context, kr *kafka.Reader) {
 	}
 }
 
+// Fetch returns what the partition readers have read, up to Batch. When
+// there is nothing and a reader has failed since the last Fetch, it
+// returns that error (the readers go on retrying).
 func (r *reader) Fetch(ctx context.Context) ([]*transport.Message, error) {
 	if err := r.Err(ctx); err != nil {
 		return nil, err
 	}
-	var out []*transport.Message
+	var first kafka.Message
 	select {
-	case m := <-r.ch:
-		out = append(out, r.s.message(m))
-	case <-r.Done():
-		return nil, transport.ErrClosed
-	case <-ctx.Done():
-		return nil, ctx.Err()
+	case first = <-r.ch:
+	default:
+		if e := r.failed.Swap(nil); e != nil {
+			return nil, *e
+		}
+		tick := time.NewTicker(RetryWait)
+		defer tick.Stop()
+	wait:
+		for {
+			select {
+			case first = <-r.ch:
+				break wait
+			case <-tick.C:
+				if e := r.failed.Swap(nil); e != nil {
+					return nil, *e
+				}
+			case <-r.Done():
+				return nil, transport.ErrClosed
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
 	}
-	for len(out) < 512 {
+	n := min(1+len(r.ch), r.s.opts.Batch)
+	slab := make([]transport.Message, n)
+	out := make([]*transport.Message, 0, n)
+	r.s.message(&slab[0], first)
+	out = append(out, &slab[0])
+	for len(out) < n {
 		select {
 		case m := <-r.ch:
-			out = append(out, r.s.message(m))
+			r.s.message(&slab[len(out)], m)
+			out = append(out, &slab[len(out)])
 		default:
 			return out, nil
 		}
@@ -247,8 +372,8 @@ func (r *reader) Fetch(ctx context.Context) ([]*transport.Message, error) {
 	return out, nil
 }
 
-func (s *Source) message(m kafka.Message) *transport.Message {
-	out := &transport.Message{Payload: m.Value, Shard: m.Partition, Position: transport.Offset(uint64(m.Offset))}
+func (s *Source) message(out *transport.Message, m kafka.Message) {
+	*out = transport.Message{Payload: m.Value, Shard: m.Partition, Position: transport.Offset(uint64(m.Offset))}
 	if len(m.Headers) > 0 {
 		out.Headers = make(map[string]string, len(m.Headers))
 		for _, h := range m.Headers {
@@ -264,9 +389,8 @@ func (s *Source) message(m kafka.Message) *transport.Message {
 		out.Err = fmt.Errorf("kafkatopic: message %s/%d@%d has no key (its task id)", s.topic, m.Partition, m.Offset)
 	}
 	if out.Err != nil {
-		out.Key = fmt.Sprintf("%d@%d", m.Partition, m.Offset)
+		out.Key = transport.FallbackKey(strconv.Itoa(m.Partition) + "@" + strconv.FormatInt(m.Offset, 10))
 	}
-	return out
 }
 
 func (r *reader) Close() error {

@@ -3,14 +3,21 @@ package kafkatopic_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/nandi-go/nandi/consumer"
+	"github.com/nandi-go/nandi/internal/redistest"
+	"github.com/nandi-go/nandi/partition"
 	"github.com/nandi-go/nandi/transport"
 	"github.com/nandi-go/nandi/transport/kafkatopic"
 	"github.com/nandi-go/nandi/transport/transporttest"
 	"github.com/segmentio/kafka-go"
+	"github.com/segmentio/kafka-go/sasl/plain"
 	"github.com/twmb/franz-go/pkg/kfake"
 	// kfake needs franz-go v1.22.0 or later (kversion features) but asks for
 	// less: importing franz-go here keeps go mod tidy from dropping the pin.
@@ -63,4 +70,96 @@ func TestConformance(t *testing.T) {
 			}})
 		})
 	}
+}
+
+// SASL/PLAIN configured once (Options.SASL) serves the readers, the
+// metadata and the offsets: reads work. With a wrong password the failure
+// is logged and counted by the consumer within a second.
+func TestSASLConfiguredOnce(t *testing.T) {
+	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, "secure"), kfake.EnableSASL(), kfake.Superuser("PLAIN", "nandi", "s3cret"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kc.Close()
+	addrs := kc.ListenAddrs()
+	mech := plain.Mechanism{Username: "nandi", Password: "s3cret"}
+	tr := &kafka.Transport{SASL: mech}
+	w := &kafka.Writer{Addr: kafka.TCP(addrs...), Topic: "secure", Balancer: &kafka.Hash{}, Transport: tr, BatchTimeout: time.Millisecond}
+	defer func() { _ = w.Close(); tr.CloseIdleConnections() }()
+	for i := range 10 {
+		if err := w.WriteMessages(context.Background(), kafka.Message{Key: []byte(strconv.Itoa(i)), Value: []byte("v")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	srv := redistest.Start(t)
+	run := func(password string) (*consumer.Consumer, *logCapture, func()) {
+		src, err := kafkatopic.New(addrs, "secure", kafkatopic.Options{SASL: plain.Mechanism{Username: "nandi", Password: password}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, _ := partition.New(srv.Client(), partition.Options{Name: "secure-" + password, Interval: 200 * time.Millisecond})
+		logs := &logCapture{}
+		var handled atomic.Int64
+		c, err := consumer.New(l, src, func(context.Context, *transport.Message) error { handled.Add(1); return nil },
+			consumer.Options{Logger: slog.New(logs)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- c.Run(ctx) }()
+		return c, logs, func() { cancel(); <-done; _ = src.Close() }
+	}
+	c, _, stop := run("s3cret")
+	redistest.WaitFor(t, 15*time.Second, "every message read over SASL", func() bool { return c.Stats().Handled == 10 })
+	stop()
+
+	c, logs, stop := run("wrong")
+	defer stop()
+	if _, err := c.Lease().Next(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	redistest.WaitFor(t, 5*time.Second, "the failure logged and counted", func() bool {
+		st := c.Stats()
+		return st.OpenFailures+st.FetchFailures > 0 && logs.warned()
+	})
+	if took := time.Since(start); took > time.Second {
+		t.Errorf("the failure was logged and counted %v after the lease was held; want within a second", took)
+	}
+	t.Logf("figures: a wrong password logged and counted %v after the term began: %q", time.Since(start).Round(time.Millisecond), logs.first())
+}
+
+// logCapture is a slog.Handler that keeps the Warn messages.
+type logCapture struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (h *logCapture) Enabled(context.Context, slog.Level) bool { return true }
+func (h *logCapture) Handle(_ context.Context, r slog.Record) error {
+	if r.Level >= slog.LevelWarn {
+		msg := r.Message
+		r.Attrs(func(a slog.Attr) bool {
+			if a.Key == "err" {
+				msg += ": " + a.Value.String()
+			}
+			return true
+		})
+		h.mu.Lock()
+		h.msgs = append(h.msgs, msg)
+		h.mu.Unlock()
+	}
+	return nil
+}
+func (h *logCapture) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *logCapture) WithGroup(string) slog.Handler      { return h }
+func (h *logCapture) warned() bool                       { h.mu.Lock(); defer h.mu.Unlock(); return len(h.msgs) > 0 }
+func (h *logCapture) first() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.msgs) == 0 {
+		return ""
+	}
+	return h.msgs[0]
 }
