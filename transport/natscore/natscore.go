@@ -16,7 +16,6 @@ package natscore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -32,11 +31,19 @@ type Options struct {
 	// Key, if set, returns the task id of a message instead.
 	Key func(m *nats.Msg) (string, error)
 	// Buffer is how many messages a subscription holds before NATS drops
-	// them as a slow consumer's (default 65536).
+	// them as a slow consumer's (default DefaultBuffer).
 	Buffer int
-	// Batch is the most messages one Fetch returns (default 512).
+	// Batch is the most messages one Fetch returns (default DefaultBatch).
 	Batch int
 }
+
+// Defaults of Options.
+const (
+	DefaultBuffer = 65536 // messages held for a slow reader before NATS drops
+	DefaultBatch  = 512   // messages per Fetch
+)
+
+var _ transport.Source = (*Source)(nil)
 
 // Source subscribes to one subject.
 type Source struct {
@@ -51,20 +58,24 @@ type Source struct {
 
 // New returns a Source for subject on nc. It does no I/O.
 func New(nc *nats.Conn, subject string, opts Options) (*Source, error) {
-	if nc == nil {
-		return nil, errors.New("natscore: connection is nil")
-	}
-	if subject == "" {
-		return nil, errors.New("natscore: subject is empty")
+	switch {
+	case nc == nil:
+		return nil, transport.Invalid("natscore: connection is nil")
+	case subject == "":
+		return nil, transport.Invalid("natscore: subject is empty")
+	case opts.Buffer < 0:
+		return nil, transport.Invalid("natscore: Buffer is %d; it must not be negative (0: %d)", opts.Buffer, DefaultBuffer)
+	case opts.Batch < 0:
+		return nil, transport.Invalid("natscore: Batch is %d; it must not be negative (0: %d)", opts.Batch, DefaultBatch)
 	}
 	if opts.KeyHeader == "" {
 		opts.KeyHeader = "id"
 	}
-	if opts.Buffer <= 0 {
-		opts.Buffer = 65536
+	if opts.Buffer == 0 {
+		opts.Buffer = DefaultBuffer
 	}
-	if opts.Batch <= 0 {
-		opts.Batch = 512
+	if opts.Batch == 0 {
+		opts.Batch = DefaultBatch
 	}
 	return &Source{nc: nc, subject: subject, opts: opts}, nil
 }
@@ -221,6 +232,9 @@ func (s *Source) message(out *transport.Message, m *nats.Msg) {
 		out.Key = key
 	default:
 		out.Err = fmt.Errorf("natscore: a message on %s has no header %q (its task id)", m.Subject, s.opts.KeyHeader)
+	}
+	if out.Err != nil {
+		out.Key = transport.FallbackKey(m.Subject)
 	}
 }
 

@@ -11,8 +11,8 @@ package natsjs
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
@@ -29,9 +29,17 @@ type Options struct {
 	Key func(m jetstream.Msg) (string, error)
 	// Subjects filters the stream (default: all of it).
 	Subjects []string
-	// Batch is the most messages one Fetch returns (default 512).
+	// Batch is the most messages one Fetch returns (default DefaultBatch).
 	Batch int
 }
+
+// Defaults of Options.
+const (
+	DefaultBatch  = 512             // messages per Fetch
+	DeleteTimeout = 2 * time.Second // bound of deleting the ordered consumer at Close
+)
+
+var _ transport.Source = (*Source)(nil)
 
 // Source reads one stream.
 type Source struct {
@@ -42,17 +50,19 @@ type Source struct {
 
 // New returns a Source for stream. It does no I/O.
 func New(js jetstream.JetStream, stream string, opts Options) (*Source, error) {
-	if js == nil {
-		return nil, errors.New("natsjs: JetStream is nil")
-	}
-	if stream == "" {
-		return nil, errors.New("natsjs: stream name is empty")
+	switch {
+	case js == nil:
+		return nil, transport.Invalid("natsjs: JetStream is nil")
+	case stream == "":
+		return nil, transport.Invalid("natsjs: stream name is empty")
+	case opts.Batch < 0:
+		return nil, transport.Invalid("natsjs: Batch is %d; it must not be negative (0: %d)", opts.Batch, DefaultBatch)
 	}
 	if opts.KeyHeader == "" {
 		opts.KeyHeader = "id"
 	}
-	if opts.Batch <= 0 {
-		opts.Batch = 512
+	if opts.Batch == 0 {
+		opts.Batch = DefaultBatch
 	}
 	return &Source{js: js, stream: stream, opts: opts}, nil
 }
@@ -155,7 +165,7 @@ func (s *Source) message(m jetstream.Msg) *transport.Message {
 		out.Err = fmt.Errorf("natsjs: message %d of stream %s has no header %q (its task id)", seq, s.stream, s.opts.KeyHeader)
 	}
 	if out.Err != nil {
-		out.Key = fmt.Sprint(seq)
+		out.Key = transport.FallbackKey(s.stream + "/" + strconv.FormatUint(seq, 10))
 	}
 	return out
 }
@@ -167,7 +177,7 @@ func (r *reader) Close() error {
 	r.once.Do(func() {
 		r.it.Stop()
 		if ci := r.cons.CachedInfo(); ci != nil {
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), DeleteTimeout)
 			_ = r.s.js.DeleteConsumer(ctx, r.s.stream, ci.Name)
 			cancel()
 		}

@@ -89,20 +89,23 @@ func New(client redis.UniversalClient, stream string, opts Options) (*Source, er
 // It does no I/O.
 func NewSharded(client redis.UniversalClient, streams []string, opts Options) (*Source, error) {
 	if client == nil {
-		return nil, errors.New("redisstream: client is nil")
+		return nil, transport.Invalid("redisstream: client is nil")
 	}
 	if len(streams) == 0 {
-		return nil, errors.New("redisstream: no stream given")
+		return nil, transport.Invalid("redisstream: no stream given")
 	}
 	seen := map[string]bool{}
 	for _, s := range streams {
 		if s == "" {
-			return nil, errors.New("redisstream: a stream name is empty")
+			return nil, transport.Invalid("redisstream: a stream name is empty")
 		}
 		if seen[s] {
-			return nil, fmt.Errorf("redisstream: stream %q is given twice", s)
+			return nil, transport.Invalid("redisstream: stream %q is given twice", s)
 		}
 		seen[s] = true
+	}
+	if opts.Count < 0 {
+		return nil, transport.Invalid("redisstream: Count is %d; it must not be negative (0: %d)", opts.Count, DefaultCount)
 	}
 	if opts.KeyField == "" {
 		opts.KeyField = "id"
@@ -110,14 +113,14 @@ func NewSharded(client redis.UniversalClient, streams []string, opts Options) (*
 	if opts.PayloadField == "" {
 		opts.PayloadField = "payload"
 	}
-	if opts.Count <= 0 {
+	if opts.Count == 0 {
 		opts.Count = DefaultCount
 	}
 	if opts.Block == 0 {
 		opts.Block = DefaultBlock
 	}
 	if opts.Block < time.Millisecond {
-		return nil, fmt.Errorf("redisstream: Block is %v; it must be at least 1ms (XREAD BLOCK 0 waits forever)", opts.Block)
+		return nil, transport.Invalid("redisstream: Block is %v; it must be at least 1ms (XREAD BLOCK 0 waits forever)", opts.Block)
 	}
 	_, cluster := client.(*redis.ClusterClient)
 	return &Source{c: client, streams: append([]string(nil), streams...), cluster: cluster, opts: opts}, nil
@@ -353,7 +356,7 @@ func (s *Source) message(m *transport.Message, x redis.XMessage, shard int) erro
 		m.Err = fmt.Errorf("redisstream: entry %s of stream %s has no field %q (its task id)", x.ID, s.streams[shard], s.opts.KeyField)
 	}
 	if m.Err != nil {
-		m.Key = x.ID // spreads such entries over the group; the owner reports it
+		m.Key = transport.FallbackKey(s.streams[shard] + "/" + x.ID) // spreads such entries over the group; the owner reports it
 	}
 	payload, hasPayload := x.Values[s.opts.PayloadField]
 	if hasPayload {

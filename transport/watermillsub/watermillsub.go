@@ -37,7 +37,6 @@ package watermillsub
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 
@@ -67,6 +66,8 @@ func (o Options) key(m *message.Message) (string, error) {
 	return "", fmt.Errorf("watermillsub: message %s has no metadata %q (its task id)", m.UUID, k)
 }
 
+var _ transport.Source = (*Source)(nil)
+
 // Source reads one topic of a subscriber.
 type Source struct {
 	sub   message.Subscriber
@@ -78,10 +79,10 @@ type Source struct {
 // by the Source.
 func New(sub message.Subscriber, topic string, opts Options) (*Source, error) {
 	if sub == nil {
-		return nil, errors.New("watermillsub: subscriber is nil")
+		return nil, transport.Invalid("watermillsub: subscriber is nil")
 	}
 	if topic == "" {
-		return nil, errors.New("watermillsub: topic is empty")
+		return nil, transport.Invalid("watermillsub: topic is empty")
 	}
 	return &Source{sub: sub, topic: topic, opts: opts}, nil
 }
@@ -137,7 +138,7 @@ func (s *Source) message(m *message.Message) *transport.Message {
 	out := &transport.Message{Payload: m.Payload, Headers: map[string]string(m.Metadata)}
 	out.Key, out.Err = s.opts.key(m)
 	if out.Err != nil {
-		out.Key = m.UUID
+		out.Key = transport.FallbackKey(m.UUID)
 	}
 	out.Ack = func() { m.Ack() }
 	return out
