@@ -47,7 +47,7 @@
 //	nandi_consumer_terms_total                  counter  terms served
 //	nandi_consumer_lag_messages{shard}          gauge    offsets between the held index's checkpoint and the log's end (Kafka, JetStream, memory)
 //	nandi_consumer_lag_seconds{shard}           gauge    entry-time between the held index's checkpoint and the stream's end (Redis Streams)
-//	nandi_consumer_dropped_total                counter  messages the transport dropped before the consumer read them (NATS core slow consumer)
+//	nandi_consumer_dropped_total                counter  messages the transport dropped before the consumer read them (NATS core slow consumer); for Redis Streams, producer trims that removed unread entries (at least one each)
 //
 // lost_unowned counts messages of a source that keeps nothing (NATS core)
 // that arrived while this worker held no lease: gone. The consumer's lag

@@ -29,14 +29,31 @@
 // Fetch returns within that. With Options.Trim, the group trims entries that
 // every index has checkpointed past (XTRIM MINID), so the streams do not
 // grow forever.
+//
+// # Beside the tools you already run
+//
+// With Options.Group, the group's low watermark (the entry below which
+// every index has finished) is written as that Redis consumer group's
+// last-delivered ID (XGROUP SETID, the group created if missing), about
+// once an interval: XINFO GROUPS and lag exporters show the nandi group's
+// progress as they would an XREADGROUP group's. Trim never removes an
+// entry that another consumer group on the stream has not been delivered,
+// or has pending: it stops below it, and says so (Options.Logger, once per
+// spell). An entry a producer's MAXLEN (or MINID) trimmed away before the
+// group read it is detected when a term opens the stream (neither the
+// entry at the checkpoint nor the one just before it, which the group's
+// own Trim keeps, is still there), logged with the range lost, and
+// counted (Dropped).
 package redisstream
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/nandi-go/nandi/transport"
@@ -61,8 +78,16 @@ type Options struct {
 	// Block is the longest one XREAD blocks (default 100ms, at least 1ms).
 	Block time.Duration
 	// Trim lets the group trim the streams below what every index has
-	// checkpointed (XTRIM MINID, exact).
+	// checkpointed (XTRIM MINID, exact), never past what another consumer
+	// group has not been delivered or has pending.
 	Trim bool
+	// Group, if set, is a Redis consumer group whose last-delivered ID
+	// follows the nandi group's low watermark, for XINFO GROUPS and lag
+	// exporters.
+	Group string
+	// Logger receives what a trim held back for another group and what a
+	// producer trimmed away unread, at Warn, once per spell; nil is silent.
+	Logger *slog.Logger
 }
 
 // Source reads one stream, or several as shards. It implements
@@ -72,6 +97,10 @@ type Source struct {
 	streams []string
 	cluster bool // one XREAD per stream, pipelined
 	opts    Options
+	log     *slog.Logger
+
+	lost     atomic.Int64 // trims found to have removed unread entries
+	heldBack atomic.Bool  // the last trim stopped below another group
 }
 
 var (
@@ -123,8 +152,20 @@ func NewSharded(client redis.UniversalClient, streams []string, opts Options) (*
 		return nil, transport.Invalid("redisstream: Block is %v; it must be at least 1ms (XREAD BLOCK 0 waits forever)", opts.Block)
 	}
 	_, cluster := client.(*redis.ClusterClient)
-	return &Source{c: client, streams: append([]string(nil), streams...), cluster: cluster, opts: opts}, nil
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Source{c: client, streams: append([]string(nil), streams...), cluster: cluster, opts: opts, log: log}, nil
 }
+
+var _ transport.Dropper = (*Source)(nil)
+
+// Dropped counts the trims found to have removed entries the group had not
+// read (a producer's MAXLEN or MINID ahead of the group): each is at least
+// one entry lost, logged with its range (Redis does not keep how many
+// entries a trim removed). It implements transport.Dropper.
+func (s *Source) Dropped() int64 { return s.lost.Load() }
 
 // Names returns the names of n streams prefix:{0} .. prefix:{n-1}: each its
 // own Redis Cluster hash tag, so a cluster spreads them over its masters.
@@ -189,7 +230,8 @@ func (s *Source) Info(ctx context.Context) (transport.Info, error) {
 }
 
 // Open starts reading each stream at from[shard] (its start without one).
-func (s *Source) Open(_ context.Context, from []transport.Position) (transport.Reader, error) {
+// It first checks that nothing at or after from was trimmed away unread.
+func (s *Source) Open(ctx context.Context, from []transport.Position) (transport.Reader, error) {
 	r := &reader{s: s, args: make([]string, 2*len(s.streams))}
 	copy(r.args, s.streams)
 	for i := range s.streams {
@@ -199,20 +241,137 @@ func (s *Source) Open(_ context.Context, from []transport.Position) (transport.R
 		}
 		r.args[len(s.streams)+i] = formatID(before(start))
 	}
+	s.checkLost(ctx, from)
 	return r, nil
 }
 
-// Trim removes the entries of a shard's stream below pos; a no-op unless
-// Options.Trim is set.
+// checkLost reports the streams whose entries at or after from were
+// removed before the group read them. A checkpoint's position is either
+// the first unfinished entry or the one after the last read; the group's
+// own Trim keeps the entry just before its low watermark, so one of the
+// two entries is in the stream unless something else removed it: a
+// producer's MAXLEN or MINID that overtook the group (or an XDEL of those
+// very entries). A group that had not read a stream (from at its start)
+// has lost nothing of it.
+func (s *Source) checkLost(ctx context.Context, from []transport.Position) {
+	var shards []int
+	for i := range s.streams {
+		if i < len(from) && (from[i] != transport.Position{}) {
+			shards = append(shards, i)
+		}
+	}
+	if len(shards) == 0 {
+		return
+	}
+	pipe := s.c.Pipeline()
+	cmds := make([]*redis.XMessageSliceCmd, len(shards))
+	for j, i := range shards {
+		cmds[j] = pipe.XRangeN(ctx, s.streams[i], formatID(before(from[i])), "+", 1)
+	}
+	_, _ = pipe.Exec(ctx)
+	for j, i := range shards {
+		ms, err := cmds[j].Result()
+		if err != nil {
+			continue
+		}
+		first := transport.Position{Hi: ^uint64(0), Lo: ^uint64(0)}
+		if len(ms) > 0 {
+			if p, err := parseID(ms[0].ID); err == nil {
+				first = p
+			}
+		}
+		if !from[i].Less(first) {
+			continue // the last entry read, or the first unfinished one, is still there
+		}
+		if len(ms) == 0 {
+			// Nothing at or after: lost only if the stream has entries at
+			// all (an empty or deleted stream is another story: a rewind).
+			continue
+		}
+		s.lost.Add(1)
+		s.log.Warn("entries trimmed away before the group read them (a producer's MAXLEN or MINID ahead of the group): lost",
+			"stream", s.streams[i], "from", formatID(from[i]), "to", formatID(before(first)))
+	}
+}
+
+// Trim is told, about once an interval, that the group's low watermark in
+// a shard's stream is below: every index has finished the entries before
+// it. With Options.Group it becomes that consumer group's last-delivered
+// ID; with Options.Trim the entries before it are removed (XTRIM MINID),
+// but never one that another consumer group has not been delivered or has
+// pending.
 func (s *Source) Trim(ctx context.Context, shard int, below transport.Position) error {
-	if !s.opts.Trim || shard < 0 || shard >= len(s.streams) {
+	if shard < 0 || shard >= len(s.streams) || (below == transport.Position{}) {
 		return nil
 	}
 	st := s.streams[shard]
-	if err := s.c.XTrimMinID(ctx, st, formatID(below)).Err(); err != nil {
-		return fmt.Errorf("redisstream: XTRIM %s MINID %s: %w", st, formatID(below), err)
+	if s.opts.Group != "" {
+		id := formatID(before(below))
+		err := s.c.XGroupSetID(ctx, st, s.opts.Group, id).Err()
+		if err != nil && strings.Contains(err.Error(), "NOGROUP") {
+			err = s.c.XGroupCreateMkStream(ctx, st, s.opts.Group, id).Err()
+		}
+		if err != nil {
+			return fmt.Errorf("redisstream: XGROUP SETID %s %s %s: %w", st, s.opts.Group, id, err)
+		}
+	}
+	if !s.opts.Trim {
+		return nil
+	}
+	keep, by, err := s.keptFor(ctx, st)
+	if err != nil {
+		return err
+	}
+	if by != "" && keep.Less(below) {
+		if s.heldBack.CompareAndSwap(false, true) {
+			s.log.Warn("trim held back: another consumer group has not been delivered (or has pending) entries the nandi group finished",
+				"stream", st, "group", by, "keeps_from", formatID(keep), "nandi_low", formatID(below))
+		}
+		below = keep
+	} else if s.heldBack.CompareAndSwap(true, false) {
+		s.log.Info("trim no longer held back", "stream", st)
+	}
+	// Keep the entry just before the watermark: the next term that opens
+	// the stream looks for it to tell a producer's trim from the group's.
+	keepFrom := before(below)
+	if err := s.c.XTrimMinID(ctx, st, formatID(keepFrom)).Err(); err != nil {
+		return fmt.Errorf("redisstream: XTRIM %s MINID %s: %w", st, formatID(keepFrom), err)
 	}
 	return nil
+}
+
+// keptFor returns the first entry of stream that another consumer group
+// still needs (its oldest pending entry, or the entry after its
+// last-delivered one) and that group's name; by is "" when none does.
+func (s *Source) keptFor(ctx context.Context, stream string) (keep transport.Position, by string, err error) {
+	groups, err := s.c.XInfoGroups(ctx, stream).Result()
+	if err != nil {
+		if strings.Contains(err.Error(), "no such key") {
+			return keep, "", nil
+		}
+		return keep, "", fmt.Errorf("redisstream: XINFO GROUPS %s: %w", stream, err)
+	}
+	for _, g := range groups {
+		if g.Name == s.opts.Group {
+			continue
+		}
+		need, err := parseID(g.LastDeliveredID)
+		if err != nil {
+			continue
+		}
+		need = need.Next()
+		if g.Pending > 0 {
+			if p, err := s.c.XPending(ctx, stream, g.Name).Result(); err == nil && p.Count > 0 {
+				if low, err := parseID(p.Lower); err == nil && low.Less(need) {
+					need = low
+				}
+			}
+		}
+		if by == "" || need.Less(keep) {
+			keep, by = need, g.Name
+		}
+	}
+	return keep, by, nil
 }
 
 type reader struct {

@@ -8,7 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nandi-go/nandi/consumer"
 	"github.com/nandi-go/nandi/internal/redistest"
+	"github.com/nandi-go/nandi/partition"
 	"github.com/nandi-go/nandi/transport"
 	"github.com/nandi-go/nandi/transport/redisstream"
 	"github.com/nandi-go/nandi/transport/transporttest"
@@ -89,8 +91,12 @@ func TestTrimDropsOnlyWhatIsBelow(t *testing.T) {
 	if err := on.Trim(ctx, 0, keep); err != nil {
 		t.Fatal(err)
 	}
-	if n := c.XLen(ctx, "t").Val(); n != 4 {
-		t.Fatalf("%d entries left; want the 4 from %s on", n, ids[6])
+	// Trim keeps from the ID just before the watermark: the entry there,
+	// when there is one (the last one read), tells the next term that
+	// nothing unread was trimmed away.
+	left, _ := c.XRange(ctx, "t", "-", "+").Result()
+	if len(left) < 4 || len(left) > 5 || left[len(left)-4].ID != ids[6] {
+		t.Fatalf("%d entries left; want the 4 from %s on (and at most the one before)", len(left), ids[6])
 	}
 }
 
@@ -160,4 +166,100 @@ func TestShardingHelpers(t *testing.T) {
 			t.Errorf("NewSharded(%q) accepted", bad)
 		}
 	}
+}
+
+// runConsumer runs one worker that owns everything over src until stop.
+func runConsumer(t *testing.T, c redis.UniversalClient, group string, src transport.Source) (*consumer.Consumer, *atomic.Int64, func()) {
+	t.Helper()
+	l, err := partition.New(c, partition.Options{Name: group, Interval: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var handled atomic.Int64
+	cs, err := consumer.New(l, src, func(context.Context, *transport.Message) error { handled.Add(1); return nil },
+		consumer.Options{CheckpointInterval: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- cs.Run(ctx) }()
+	return cs, &handled, func() { cancel(); <-done }
+}
+
+// Beside an existing XREADGROUP group: XINFO GROUPS shows the nandi
+// group's progress, and a second group that lags keeps its entries through
+// Trim (undelivered and pending alike).
+func TestBesideAnotherConsumerGroup(t *testing.T) {
+	srv := redistest.Start(t)
+	c := srv.Client()
+	ctx := context.Background()
+	var ids []string
+	for i := range 100 {
+		id, _ := c.XAdd(ctx, &redis.XAddArgs{Stream: "orders", Values: []any{"id", i, "payload", "x"}}).Result()
+		ids = append(ids, id)
+	}
+	// The legacy group has been delivered 30 entries and acknowledged 20.
+	if err := c.XGroupCreate(ctx, "orders", "legacy", "0").Err(); err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.XReadGroup(ctx, &redis.XReadGroupArgs{Group: "legacy", Consumer: "old", Streams: []string{"orders", ">"}, Count: 30}).Result()
+	if err != nil || len(res[0].Messages) != 30 {
+		t.Fatalf("XREADGROUP: %v", err)
+	}
+	c.XAck(ctx, "orders", "legacy", ids[:20]...)
+	src, _ := redisstream.New(c, "orders", redisstream.Options{Group: "nandi", Trim: true})
+	_, handled, stop := runConsumer(t, c, "beside", src)
+	redistest.WaitFor(t, 10*time.Second, "every entry handled and the group's progress in XINFO GROUPS", func() bool {
+		if handled.Load() < 100 {
+			return false
+		}
+		gs, err := c.XInfoGroups(ctx, "orders").Result()
+		if err != nil {
+			return false
+		}
+		for _, g := range gs {
+			if g.Name == "nandi" && g.LastDeliveredID == ids[99] {
+				return true
+			}
+		}
+		return false
+	})
+	stop()
+	left, _ := c.XRange(ctx, "orders", "-", "+").Result()
+	kept := map[string]bool{}
+	for _, m := range left {
+		kept[m.ID] = true
+	}
+	if !kept[ids[20]] || len(left) > 81 {
+		t.Errorf("after the trim %d entries are left, %s among them: %v; want the legacy group's oldest pending entry %s on (and the one before it)",
+			len(left), ids[20], kept[ids[20]], ids[20])
+	}
+}
+
+// Entries a producer's MAXLEN trimmed away before the group read them are
+// detected when the next term opens the stream, and counted.
+func TestEntriesTrimmedUnreadAreCounted(t *testing.T) {
+	srv := redistest.Start(t)
+	c := srv.Client()
+	ctx := context.Background()
+	for i := range 50 {
+		c.XAdd(ctx, &redis.XAddArgs{Stream: "mails", Values: []any{"id", i}})
+	}
+	src, _ := redisstream.New(c, "mails", redisstream.Options{})
+	_, handled, stop := runConsumer(t, c, "trimmed", src)
+	redistest.WaitFor(t, 10*time.Second, "the first 50", func() bool { return handled.Load() == 50 })
+	stop()
+	// While the group is away, a producer keeps only the last 20 entries.
+	for i := range 100 {
+		c.XAdd(ctx, &redis.XAddArgs{Stream: "mails", MaxLen: 20, Values: []any{"id", 50 + i}})
+	}
+	src2, _ := redisstream.New(c, "mails", redisstream.Options{})
+	cs, handled, stop := runConsumer(t, c, "trimmed", src2)
+	defer stop()
+	redistest.WaitFor(t, 10*time.Second, "the 20 left", func() bool { return handled.Load() == 20 })
+	if n := src2.Dropped(); n != 1 {
+		t.Errorf("%d lost ranges counted; want 1", n)
+	}
+	_ = cs
 }
