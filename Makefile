@@ -14,13 +14,15 @@ STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # are processes, which -race slows by 70%, and every line they run is
 # raced by the other tests; make chaos runs it with -race. The lease's
 # simulation at scale (10,000 workers on fake time) runs 500 workers under
-# -race and its full size without.
+# -race and its full size without. deploy/ is its own module (it needs
+# k8s.io/api to check the manifests, which nandi's users should not fetch).
 test:
 	$(GO) vet $(PKGS)
 	$(GO) test -race -count=1 -timeout 15m $(NOT_INTEGRATION)
 	$(GO) test -count=1 -timeout 15m -run TestSimulationAtScale ./partition/
 	$(GO) test -race -count=1 -p 1 -timeout 15m ./integration/ ./integration/delivery/
 	$(GO) test -count=1 -timeout 15m ./integration/chaos/
+	cd deploy && $(GO) vet ./... && $(GO) test -count=1 ./...
 
 test-unit:
 	$(GO) test -short -race -count=1 $(PKGS)

@@ -28,7 +28,7 @@ var chaosScale = func() int {
 
 // fleet is a group of worker processes and the servers they use.
 type fleet struct {
-	t              *testing.T
+	t              testing.TB
 	main, sink     *redistest.Server
 	dir, group     string
 	interval, work time.Duration
@@ -65,7 +65,7 @@ type proc struct {
 	done  chan error
 }
 
-func newFleet(t *testing.T, interval time.Duration) *fleet {
+func newFleet(t testing.TB, interval time.Duration) *fleet {
 	f := &fleet{t: t, main: redistest.Start(t), sink: redistest.Start(t), dir: recordDir(t),
 		group: strings.ReplaceAll(t.Name(), "/", "-"), interval: interval, work: 2 * time.Millisecond, procs: map[int]*proc{}}
 	f.store = f.main.Client()
@@ -81,7 +81,7 @@ func newFleet(t *testing.T, interval time.Duration) *fleet {
 // recordDir is where the workers' records and logs go: a test's temporary
 // directory, or, with NANDI_CHAOS_KEEP set, a directory that is kept and
 // named in the test's log.
-func recordDir(t *testing.T) string {
+func recordDir(t testing.TB) string {
 	if os.Getenv("NANDI_CHAOS_KEEP") == "" {
 		return t.TempDir()
 	}

@@ -154,20 +154,27 @@ func TestCheckerSeesWhatItMust(t *testing.T) {
 	}
 }
 
-// settled reports the first moment in [at, until) from which every index
-// of n is held (by holdings of a share of n) without a break for at least
-// hold: the group has re-formed. It is at when the fault never broke it;
-// false when no such stretch began before until.
-func (h *history) settled(at, until int64, n int, hold int64) (int64, bool) {
-	times := []int64{at, until}
+// changes returns from, to and every start or end of a holding between
+// them, in order: the moments at which what is held can change.
+func (h *history) changes(from, to int64) []int64 {
+	times := []int64{from, to}
 	for _, hd := range h.holds {
 		for _, x := range []int64{hd.start, hd.end} {
-			if x > at && x < until {
+			if x > from && x < to {
 				times = append(times, x)
 			}
 		}
 	}
 	sort.Slice(times, func(i, j int) bool { return times[i] < times[j] })
+	return times
+}
+
+// settled reports the first moment in [at, until) from which every index
+// of n is held (by holdings of a share of n) without a break for at least
+// hold: the group has re-formed. It is at when the fault never broke it;
+// false when no such stretch began before until.
+func (h *history) settled(at, until int64, n int, hold int64) (int64, bool) {
+	times := h.changes(at, until)
 	whole := func(x int64) bool {
 		idx := map[int]bool{}
 		for _, hd := range h.holds {

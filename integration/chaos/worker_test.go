@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/nandi-go/nandi/consumer"
+	"github.com/nandi-go/nandi/health"
 	"github.com/nandi-go/nandi/partition"
 	"github.com/nandi-go/nandi/transport"
 	"github.com/nandi-go/nandi/transport/redisstream"
@@ -141,6 +142,7 @@ func workerMain() int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
 	go recordTerms(ctx, lease, rec)
+	go recordReady(ctx, c, rec)
 	if err := c.Run(ctx); err != nil && !strings.Contains(err.Error(), "context canceled") {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -167,6 +169,25 @@ func (c driftClock) Now() time.Time {
 
 func (c driftClock) Host(t time.Time) time.Time {
 	return c.t0.Add(time.Duration(float64(t.Sub(c.t0)) / c.rate))
+}
+
+// recordReady records the moment the worker turns ready the way
+// health.ConsumerHandler in Registering mode says (the store answered a
+// registration): what a Kubernetes readiness probe would see.
+func recordReady(ctx context.Context, c *consumer.Consumer, rec *recorder) {
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for {
+		if ok, _ := health.CheckConsumer(c, health.Registering); ok {
+			rec.write(record{Kind: "ready", At: mono()})
+			return
+		}
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return
+		}
+	}
 }
 
 // recordTerms records every term: its start and deadline, every change of
