@@ -80,6 +80,11 @@
 // from the newest epoch this worker saw, never from StartAtEnd (and
 // counted in Stats.LedgerLosses).
 //
+// A log is described when a term opens it and every DescribeInterval while
+// the term is served: when it has grown shards (partitions added to a
+// Kafka topic), the term drains, writes its marks and opens it again,
+// the new shards from their start.
+//
 // # Failures
 //
 // User code is treated as hostile: the handler, DeadLetter, OnError and

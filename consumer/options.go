@@ -73,6 +73,14 @@ type Options struct {
 	CheckpointInterval time.Duration
 	CheckpointEvery    int
 
+	// DescribeInterval is how often a log is described again while a term
+	// is served (default 10s), to find shards added since it was opened (a
+	// Kafka topic given more partitions, a stream added to a sharded
+	// source): the term then drains, writes its checkpoints and opens the
+	// log again with them, reading the new shards from their start. Every
+	// term describes the log when it opens it as well.
+	DescribeInterval time.Duration
+
 	// MaxPending bounds the owned tasks taken and not finished: queued,
 	// running or waiting to retry (default 64 per unit of Concurrency).
 	// Intake waits while that many are held, so memory stays bounded
@@ -96,6 +104,9 @@ type Options struct {
 	Logger *slog.Logger
 }
 
+// DefaultDescribeInterval is Options.DescribeInterval's default.
+const DefaultDescribeInterval = 10 * time.Second
+
 func (o Options) withDefaults(gapTime, _ time.Duration) Options {
 	if o.Concurrency == 0 {
 		o.Concurrency = 1
@@ -114,6 +125,9 @@ func (o Options) withDefaults(gapTime, _ time.Duration) Options {
 	}
 	if o.CheckpointEvery == 0 {
 		o.CheckpointEvery = 1000
+	}
+	if o.DescribeInterval == 0 {
+		o.DescribeInterval = DefaultDescribeInterval
 	}
 	if o.MaxPending == 0 {
 		o.MaxPending = 64 * o.Concurrency
@@ -144,6 +158,8 @@ func (o Options) validate(gapTime, interval time.Duration) error {
 		return bad("MaxAttempts is %d but DeadLetter is nil: a task that keeps failing would have nowhere to go; set DeadLetter, or MaxAttempts 0 to retry while the lease is held", o.MaxAttempts)
 	case o.CheckpointInterval < 0 || o.CheckpointEvery < 0:
 		return bad("CheckpointInterval %v and CheckpointEvery %d must not be negative", o.CheckpointInterval, o.CheckpointEvery)
+	case o.DescribeInterval < 0:
+		return bad("DescribeInterval is %v; it must not be negative", o.DescribeInterval)
 	case o.MaxPending < 1:
 		return bad("MaxPending is %d; it must be at least 1", o.MaxPending)
 	case o.ShutdownTimeout < 0:

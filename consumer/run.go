@@ -116,14 +116,19 @@ func (c *Consumer) Run(ctx context.Context) (runErr error) {
 // rewound), it drains and opens again.
 func (c *Consumer) serve(runCtx, loop context.Context, t *partition.Term, info transport.Info, persistent transport.Reader) {
 	c.stats.terms.Add(1)
-	for c.serveOnce(runCtx, loop, t, info, persistent) && t.Held() && loop.Err() == nil {
-		c.log.Info("the checkpoints moved to a new epoch during the term; opening again")
+	for {
+		why := c.serveOnce(runCtx, loop, t, info, persistent)
+		if why == "" || !t.Held() || loop.Err() != nil {
+			return
+		}
+		c.log.Info(why + "; opening the log again")
 	}
 }
 
-// serveOnce serves t until it ends, or until its checkpoint writes meet a
-// new epoch (then it returns true).
-func (c *Consumer) serveOnce(runCtx, loop context.Context, t *partition.Term, info transport.Info, persistent transport.Reader) (moved bool) {
+// serveOnce serves t until it ends, or until the log must be opened again
+// under it: its checkpoint writes met a new epoch, or the log has shards
+// it was not opened with. It says why then, and returns "" otherwise.
+func (c *Consumer) serveOnce(runCtx, loop context.Context, t *partition.Term, info transport.Info, persistent transport.Reader) (again string) {
 	tr := c.newTerm(runCtx, loop, t, info)
 	defer tr.close()
 	reader := persistent
@@ -135,7 +140,7 @@ func (c *Consumer) serveOnce(runCtx, loop context.Context, t *partition.Term, in
 			}
 			tr.s.close()
 			tr.s.join()
-			return false
+			return ""
 		}
 		defer r.Close()
 		reader = r
@@ -153,13 +158,48 @@ func (c *Consumer) serveOnce(runCtx, loop context.Context, t *partition.Term, in
 	go c.intake(tr, reader)
 	if info.Log {
 		tr.wg.Go(func() { c.writer(tr) })
+		tr.wg.Go(func() { c.watchShards(tr) })
 	}
 	select {
 	case <-tr.intakeDone:
 	case <-tr.taking.Done():
 	}
-	moved = c.drain(tr, runCtx.Err() != nil)
-	return moved
+	c.drain(tr, runCtx.Err() != nil)
+	switch {
+	case tr.moved.Load():
+		return "the checkpoints moved to a new epoch during the term"
+	case tr.grew.Load() > 0:
+		return fmt.Sprintf("the log has %d shards now, not %d", tr.grew.Load(), len(tr.shards))
+	}
+	return ""
+}
+
+// watchShards describes the log every DescribeInterval while the term is
+// taken, and stops the term's intake when the log has more shards than it
+// was opened with: serve then drains and opens it again under the same
+// term. A failure to describe is left to the next look (the reader open
+// meanwhile reports its own errors).
+func (c *Consumer) watchShards(tr *term) {
+	tick := time.NewTicker(c.opts.DescribeInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-tick.C:
+		case <-tr.taking.Done():
+			return
+		case <-tr.done:
+			return
+		}
+		info, err := c.src.Info(tr.taking)
+		tr.mu.Lock()
+		n := len(tr.shards)
+		tr.mu.Unlock()
+		if err == nil && info.Shards > n {
+			tr.grew.Store(int64(info.Shards))
+			tr.stop()
+			return
+		}
+	}
 }
 
 // drain ends a term with the drain gate: stop admitting attempts, wait for
@@ -168,7 +208,7 @@ func (c *Consumer) serveOnce(runCtx, loop context.Context, t *partition.Term, in
 // checkpoints. Handlers still running then are overdue: their context has
 // ended, their goroutines are left to return on their own, and their tasks
 // are the next holder's.
-func (c *Consumer) drain(tr *term, shutdown bool) (moved bool) {
+func (c *Consumer) drain(tr *term, shutdown bool) {
 	start := time.Now()
 	if tr.info.Log {
 		// Now, while the term is held, not only after the wait: a handler
@@ -234,7 +274,6 @@ func (c *Consumer) drain(tr *term, shutdown bool) (moved bool) {
 	}
 	c.drains.Observe(time.Since(start))
 	tr.log.Info("drained", "took", time.Since(start))
-	return tr.moved.Load()
 }
 
 var errTermOver = errors.New("consumer: the term ended")

@@ -65,6 +65,7 @@ type term struct {
 	since   int               // tasks finished since the last checkpoint write
 	flush   chan struct{}     // capacity 1: CheckpointEvery tasks finished
 	moved   atomic.Bool       // a checkpoint write met a new epoch: open again
+	grew    atomic.Int64      // the log has this many shards now: open again
 	writing sync.Mutex        // one checkpoint write at a time
 	batch   []*task           // intake's scratch: the owned tasks of a batch
 	batchAt []int             // and the index of each in its batch

@@ -25,8 +25,12 @@
 // is returned by the next Fetch that has no message to return, so the
 // consumer logs it once per spell and counts it
 // (nandi_consumer_fetch_failures_total); FetchErrors counts them here too.
-// The partitions are described again at every Open, that is at every term:
-// partitions added to the topic are read from the next term on.
+// The partitions are described at every Open (every term) and every
+// consumer.Options.DescribeInterval (10s) while a term is served: the
+// consumer opens the topic again when it has more, so partitions added to
+// the topic are read from their start within that time. (A
+// kafka.Transport of your own answers metadata from its cache, up to its
+// MetadataTTL of 6s, which adds to that.)
 package kafkatopic
 
 import (

@@ -163,3 +163,84 @@ func (h *logCapture) first() string {
 	}
 	return h.msgs[0]
 }
+
+// Partitions added to the topic while one worker holds the whole group
+// (its term renewed, never ending) are read: the consumer describes the
+// log every DescribeInterval, and opens it again with the new partition,
+// from its start, without losing or repeating anything.
+func TestPartitionsAddedAreRead(t *testing.T) {
+	addrs := cluster(t, 1, 1, "growing")
+	publish := writer(t, addrs, "growing")
+	for i := range 5 {
+		publish(strconv.Itoa(i), []byte("v"))
+	}
+	src, err := kafkatopic.New(addrs, "growing", kafkatopic.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = src.Close() }()
+	srv := redistest.Start(t)
+	l, _ := partition.New(srv.Client(), partition.Options{Name: "growing", Interval: 200 * time.Millisecond})
+	var mu sync.Mutex
+	seen, shards := map[string]int{}, map[string]int{}
+	c, err := consumer.New(l, src, func(_ context.Context, m *transport.Message) error {
+		mu.Lock()
+		seen[string(m.Payload)]++
+		shards[string(m.Payload)] = m.Shard
+		mu.Unlock()
+		return nil
+	}, consumer.Options{DescribeInterval: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	redistest.WaitFor(t, 10*time.Second, "the first partition read", func() bool { return c.Stats().Handled == 5 })
+
+	tr := &kafka.Transport{}
+	defer tr.CloseIdleConnections()
+	client := &kafka.Client{Addr: kafka.TCP(addrs...), Transport: tr}
+	res, err := client.CreatePartitions(context.Background(), &kafka.CreatePartitionsRequest{
+		Topics: []kafka.TopicPartitionsConfig{{Name: "growing", Count: 2}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for topic, err := range res.Errors {
+		if err != nil {
+			t.Fatalf("adding a partition to %s: %v", topic, err)
+		}
+	}
+	// A kafka.Transport answers metadata from a cache of up to 6s: ask and
+	// write through a fresh one.
+	tr2 := &kafka.Transport{}
+	defer tr2.CloseIdleConnections()
+	client = &kafka.Client{Addr: kafka.TCP(addrs...), Transport: tr2}
+	md, err := client.Metadata(context.Background(), &kafka.MetadataRequest{Topics: []string{"growing"}})
+	if err != nil || len(md.Topics) != 1 || len(md.Topics[0].Partitions) != 2 {
+		t.Fatalf("after adding a partition: %+v, %v; want 2 partitions", md, err)
+	}
+	w := &kafka.Writer{Addr: kafka.TCP(addrs...), Topic: "growing", Transport: tr2, BatchTimeout: time.Millisecond,
+		Balancer: kafka.BalancerFunc(func(_ kafka.Message, ps ...int) int { return ps[len(ps)-1] })}
+	defer func() { _ = w.Close() }()
+	for i := range 5 {
+		if err := w.WriteMessages(context.Background(), kafka.Message{Key: []byte(strconv.Itoa(10 + i)), Value: []byte(fmt.Sprintf("new-%d", i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	redistest.WaitFor(t, 10*time.Second, "the added partition read", func() bool { return c.Stats().Handled == 10 })
+	mu.Lock()
+	defer mu.Unlock()
+	if seen["v"] != 5 {
+		t.Errorf("the first partition's 5 messages handled %d times; want 5", seen["v"])
+	}
+	for i := range 5 {
+		if n := seen[fmt.Sprintf("new-%d", i)]; n != 1 {
+			t.Errorf("new-%d handled %d times; want once", i, n)
+		}
+		if sh := shards[fmt.Sprintf("new-%d", i)]; sh != 1 {
+			t.Errorf("new-%d came from partition %d; want the added one, 1", i, sh)
+		}
+	}
+}
