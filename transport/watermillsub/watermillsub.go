@@ -18,6 +18,13 @@
 // consumer group, a NATS queue group, an SQS queue) does not fit: a worker
 // would never see the messages its lease owns that another worker took.
 //
+// Per-id order is the order the subscriber delivers in, and most
+// subscribers deliver the next message once the last is acknowledged,
+// which the Source does when its task is done: one task at a time per
+// subscription. GoChannel delivers each message from a goroutine of its
+// own, in no set order, unless Config.BlockPublishUntilSubscriberAck is
+// set.
+//
 // # What is guaranteed
 //
 // A message a worker does not own is acknowledged on its own subscription
