@@ -11,6 +11,18 @@
 // registrations) and whether the network fits inside the gap; with -redis
 // it measures the round trip itself. It exits 1 on a verdict of FAIL, 2 on
 // bad usage.
+//
+// -redis takes a server, a Redis Cluster or Sentinels, in go-redis's URL
+// forms:
+//
+//	redis://[user:pass@]host:port[/db]              a server, or any node of a Cluster
+//	redis+cluster://host:port[?addr=host2:port2]   a Cluster (also: redis://...?addr=...)
+//	redis://sentinel:26379?master_name=mymaster[&addr=sentinel2:26379]
+//	redis+sentinel://sentinel:26379?master_name=mymaster
+//
+// rediss (rediss+cluster, rediss+sentinel) for TLS. A plain URL to a node
+// of a Cluster is found out (INFO cluster) and read through a cluster
+// client.
 package main
 
 import (
@@ -32,6 +44,8 @@ const usage = `usage:
   nandi watch  -redis URL -group NAME           the same, one line per interval
   nandi plan   -interval 5s -gap 0.125 -rtt 2ms -jitter 1ms -workers 200 [-redis URL]
                                                 what the settings cost, and whether they fit the network
+URL: redis://host:port[/db] (a server or any Cluster node), redis+cluster://host:port,
+     redis+sentinel://sentinel:26379?master_name=NAME[&addr=sentinel2:26379]; rediss for TLS
 `
 
 func run(ctx context.Context, args []string, out, errOut io.Writer) int {

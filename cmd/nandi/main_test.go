@@ -14,6 +14,7 @@ import (
 	"github.com/nandi-go/nandi/partition"
 	"github.com/nandi-go/nandi/transport"
 	"github.com/nandi-go/nandi/transport/memory"
+	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 )
 
@@ -150,5 +151,72 @@ func TestPlan(t *testing.T) {
 	code, out, errOut := nandi(t, ctx, "plan", "-redis", "redis://"+s.Addr(), "-workers", "50")
 	if code != 0 || !strings.Contains(out, "round trip") || strings.Contains(out, "round trip 1ms, jitter 0s") {
 		t.Errorf("plan measuring a local Redis: exit %d\n%s%s", code, out, errOut)
+	}
+}
+
+// runGroup runs a one-worker group named name on c until the test ends,
+// and waits until it holds its share and has written checkpoints.
+func runGroup(t *testing.T, c redis.UniversalClient, name string) {
+	t.Helper()
+	l, err := partition.New(c, partition.Options{Name: name, Interval: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := memory.NewLog(1)
+	log.Append("1", nil)
+	cons, err := consumer.New(l, log.Source(), func(context.Context, *transport.Message) error { return nil },
+		consumer.Options{CheckpointInterval: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- cons.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	redistest.WaitFor(t, 10*time.Second, "the group to hold and checkpoint", func() bool {
+		return cons.Stats().Handled == 1 && cons.Stats().Checkpoints > 0
+	})
+}
+
+// statusOK runs status -json with url and checks that it read the group.
+func statusOK(t *testing.T, url, group string) {
+	t.Helper()
+	code, out, errOut := nandi(t, context.Background(), "status", "-redis", url, "-group", group, "-json")
+	var st Status
+	if code != 0 || json.Unmarshal([]byte(out), &st) != nil || st.Generation == "" || len(st.Epochs) == 0 {
+		t.Errorf("status -redis %s: exit %d, %s%s; want the group's state", url, code, out, errOut)
+	}
+}
+
+// -redis reaches a group on a Redis Cluster (from any node's plain URL, or
+// the cluster form) and behind Sentinels (the failover forms).
+func TestStatusOverClusterAndSentinel(t *testing.T) {
+	t.Run("cluster", func(t *testing.T) {
+		cl := redistest.StartCluster(t, 3, 0)
+		runGroup(t, cl.Client(), "mail")
+		owner := cl.NodeFor("{mail}:lease")
+		var other *redistest.Server
+		for _, n := range cl.Nodes {
+			if n != owner {
+				other = n
+			}
+		}
+		statusOK(t, "redis://"+other.Addr(), "mail") // a node that does not hold the group's slot
+		statusOK(t, "redis+cluster://"+other.Addr(), "mail")
+		statusOK(t, "redis://"+other.Addr()+"?addr="+owner.Addr(), "mail")
+	})
+	t.Run("sentinel", func(t *testing.T) {
+		ss := redistest.StartSentinels(t, 1, 3)
+		runGroup(t, ss.Client(), "mail")
+		statusOK(t, ss.URL(), "mail")
+		statusOK(t, "redis+sentinel://"+ss.Addrs()[1]+"?master_name="+redistest.MasterName, "mail")
+		code, _, errOut := nandi(t, context.Background(), "status", "-redis", "redis+sentinel://"+ss.Addrs()[0], "-group", "mail")
+		if code != 2 || !strings.Contains(errOut, "master_name") {
+			t.Errorf("a Sentinel URL without the master's name: exit %d, %q; want 2 and how to name it", code, errOut)
+		}
+	})
+	code, _, errOut := nandi(t, context.Background(), "status", "-redis", "redis+nosuch://localhost:1", "-group", "mail")
+	if code != 2 || !strings.Contains(errOut, "unknown scheme") {
+		t.Errorf("an unknown scheme: exit %d, %q; want 2 and the schemes accepted", code, errOut)
 	}
 }

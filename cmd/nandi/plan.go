@@ -103,7 +103,7 @@ func cmdPlan(ctx context.Context, args []string, out, errOut io.Writer) int {
 		return 2
 	}
 	if *url != "" {
-		c, err := connect(*url)
+		c, err := connect(ctx, *url)
 		if err != nil {
 			fmt.Fprintln(errOut, "nandi plan:", err)
 			return 2

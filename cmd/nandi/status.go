@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -43,17 +42,6 @@ type EpochStatus struct {
 	Token     int64             `json:"token"`
 	Current   bool              `json:"current"`
 	Positions map[string]string `json:"positions"` // "shard/index" -> position
-}
-
-func connect(url string) (*redis.Client, error) {
-	if url == "" {
-		return nil, errors.New("-redis is required, for example -redis redis://localhost:6379/0")
-	}
-	o, err := redis.ParseURL(url)
-	if err != nil {
-		return nil, fmt.Errorf("-redis %q: %w", url, err)
-	}
-	return redis.NewClient(o), nil
 }
 
 // readStatus reads the group's lease state (partition.ReadGroup) and its
@@ -138,10 +126,10 @@ func printStatus(w io.Writer, s *Status) {
 
 // groupArgs parses -redis, -group and -json and connects; on failure it
 // has printed why and returns the exit code.
-func groupArgs(cmd string, args []string, errOut io.Writer) (c *redis.Client, group string, asJSON bool, code int) {
+func groupArgs(ctx context.Context, cmd string, args []string, errOut io.Writer) (c redis.UniversalClient, group string, asJSON bool, code int) {
 	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
 	fs.SetOutput(errOut)
-	url := fs.String("redis", "", "the group's Redis, as a URL (redis://host:port/db)")
+	url := fs.String("redis", "", "the group's Redis, as a URL: "+urlForms)
 	g := fs.String("group", "", "the group's name (partition.Options.Name)")
 	j := fs.Bool("json", false, "print JSON instead of a table")
 	if err := fs.Parse(args); err != nil {
@@ -151,7 +139,7 @@ func groupArgs(cmd string, args []string, errOut io.Writer) (c *redis.Client, gr
 		fmt.Fprintf(errOut, "nandi %s: -group is required\n", cmd)
 		return nil, "", false, 2
 	}
-	c, err := connect(*url)
+	c, err := connect(ctx, *url)
 	if err != nil {
 		fmt.Fprintf(errOut, "nandi %s: %v\n", cmd, err)
 		return nil, "", false, 2
@@ -160,7 +148,7 @@ func groupArgs(cmd string, args []string, errOut io.Writer) (c *redis.Client, gr
 }
 
 func cmdStatus(ctx context.Context, args []string, out, errOut io.Writer) int {
-	c, group, asJSON, code := groupArgs("status", args, errOut)
+	c, group, asJSON, code := groupArgs(ctx, "status", args, errOut)
 	if c == nil {
 		return code
 	}
@@ -183,7 +171,7 @@ func cmdStatus(ctx context.Context, args []string, out, errOut io.Writer) int {
 // cmdWatch prints one line per interval, just after it closes: its count,
 // the one before, and the current epoch.
 func cmdWatch(ctx context.Context, args []string, out, errOut io.Writer) int {
-	c, group, _, code := groupArgs("watch", args, errOut)
+	c, group, _, code := groupArgs(ctx, "watch", args, errOut)
 	if c == nil {
 		return code
 	}

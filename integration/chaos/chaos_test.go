@@ -35,7 +35,8 @@ type fleet struct {
 	procs          map[int]*proc
 	next           int
 	waitReplicas   int
-	cluster        *redistest.Cluster // set: the workers use it, with no proxies
+	cluster        *redistest.Cluster   // set: the workers use it, with no proxies
+	sentinels      *redistest.Sentinels // set: the workers use a FailoverClient, with no proxies
 	store          redis.UniversalClient
 	stopAt         int64 // mono: when finish began stopping the workers
 	faultAt        int64 // mono: the last fault, from mark
@@ -109,6 +110,8 @@ func (f *fleet) startWith(interval time.Duration, extra ...string) int {
 			addrs = append(addrs, n.Addr())
 		}
 		redisEnv = append(redisEnv, envRedis+"="+strings.Join(addrs, ","), envCluster+"=1")
+	} else if f.sentinels != nil {
+		redisEnv = append(redisEnv, envRedis+"="+strings.Join(f.sentinels.Addrs(), ","), envSentinel+"="+redistest.MasterName)
 	} else {
 		p.proxy = redistest.NewProxy(f.t, f.main.Addr())
 		redisEnv = append(redisEnv, envRedis+"="+p.proxy.Addr())
@@ -485,6 +488,49 @@ func TestReplicaPromotion(t *testing.T) {
 			}
 			h := f.finish(ids, each, false)
 			f.reform(h, promoted, 3, 10*f.interval, "the promotion")
+		})
+	}
+}
+
+// Redis Sentinel as users run it: a master, two replicas and three
+// Sentinels; the workers on go-redis's FailoverClient. The master is
+// killed with tasks in flight; the Sentinels promote a replica, the other
+// follows it, and the clients find it. With and without WaitReplicas:
+// never two holders, no task started outside its lease, every task done,
+// the group re-formed within the failover's time and 10 intervals, and
+// only work finished in the last interval before the kill (not yet
+// checkpointed, or checkpointed and not yet replicated) done again.
+func TestSentinelFailover(t *testing.T) {
+	for _, wait := range []int{0, 1} {
+		t.Run("WaitReplicas="+strconv.Itoa(wait), func(t *testing.T) {
+			ss := redistest.StartSentinels(t, 2, 3)
+			f := newFleet(t, 300*time.Millisecond)
+			f.sentinels, f.store, f.waitReplicas = ss, ss.Client(), wait
+			f.work = 20 * time.Millisecond // so that the failover lands in the middle of the work
+			ids, each := 200*chaosScale, 4
+			<-f.produce(ids, each, 200*time.Millisecond)
+			if _, err := ss.Master().Do("WAIT", 2, 5000); err != nil { // the failover loses no task
+				t.Fatal(err)
+			}
+			for range 3 {
+				f.start()
+			}
+			time.Sleep(1500*time.Millisecond + time.Duration(rand.Int64N(int64(f.interval))))
+			old := ss.Master()
+			killed := f.mark()
+			old.Kill()
+			promoted := ss.WaitFailover(old)
+			t.Logf("the Sentinels promoted %s %v after the kill", promoted.Addr(), time.Duration(mono()-killed).Round(time.Millisecond))
+			f.mark() // finish runs the group on long enough after the promotion
+			h := f.finish(ids, each, false)
+			// Sentinel declares the master down after 500ms, elects a leader
+			// and promotes; go-redis follows on +switch-master.
+			f.reform(h, killed, 3, 3*time.Second+10*f.interval, "the Sentinel failover")
+			for i, v := range h.repeatedBefore(killed - int64(f.interval)) {
+				if i < 10 {
+					t.Error(v)
+				}
+			}
 		})
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // holding is one term of one worker, from its records.
@@ -152,6 +153,32 @@ func TestCheckerSeesWhatItMust(t *testing.T) {
 	if n := len(dirty.owned()); n != 2 {
 		t.Errorf("owned found %d violations; want 2 (a task not owned, a task after the holding): %v", n, dirty.owned())
 	}
+}
+
+// repeatedBefore lists the tasks done (an effect the sink accepted) more
+// than once whose first accepted effect came before cut: work that was
+// checkpointed, and so must not be done again.
+func (h *history) repeatedBefore(cut int64) []string {
+	first := map[[2]int]int64{}
+	count := map[[2]int]int{}
+	for _, d := range h.dones {
+		if !d.Accepted {
+			continue
+		}
+		k := [2]int{d.ID, d.Seq}
+		if at, ok := first[k]; !ok || d.At < at {
+			first[k] = d.At
+		}
+		count[k]++
+	}
+	var out []string
+	for k, n := range count {
+		if n > 1 && first[k] < cut {
+			out = append(out, fmt.Sprintf("task %d/%d done %d times, first %v before the cut", k[0], k[1], n, time.Duration(cut-first[k]).Round(time.Millisecond)))
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // changes returns from, to and every start or end of a holding between

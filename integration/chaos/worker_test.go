@@ -28,11 +28,12 @@ const (
 	envSink     = "NANDI_CHAOS_SINK"   // the fencing sink's Redis
 	envGroup    = "NANDI_CHAOS_GROUP"
 	envInterval = "NANDI_CHAOS_INTERVAL"
-	envRecord   = "NANDI_CHAOS_RECORD"  // file the worker appends its records to
-	envWork     = "NANDI_CHAOS_WORK"    // how long each task takes
-	envWait     = "NANDI_CHAOS_WAIT"    // partition.Options.WaitReplicas
-	envRate     = "NANDI_CHAOS_RATE"    // the worker's clock runs at this rate (1: the host's)
-	envCluster  = "NANDI_CHAOS_CLUSTER" // set: NANDI_CHAOS_REDIS is a comma-separated list of cluster nodes
+	envRecord   = "NANDI_CHAOS_RECORD"   // file the worker appends its records to
+	envWork     = "NANDI_CHAOS_WORK"     // how long each task takes
+	envWait     = "NANDI_CHAOS_WAIT"     // partition.Options.WaitReplicas
+	envRate     = "NANDI_CHAOS_RATE"     // the worker's clock runs at this rate (1: the host's)
+	envCluster  = "NANDI_CHAOS_CLUSTER"  // set: NANDI_CHAOS_REDIS is a comma-separated list of cluster nodes
+	envSentinel = "NANDI_CHAOS_SENTINEL" // set: the master's name, and NANDI_CHAOS_REDIS the Sentinels
 )
 
 // mono is the host's monotonic clock in nanoseconds: comparable across the
@@ -99,6 +100,9 @@ func workerMain() int {
 	var client redis.UniversalClient = redis.NewClient(&redis.Options{Addr: os.Getenv(envRedis)})
 	if os.Getenv(envCluster) != "" {
 		client = redis.NewClusterClient(&redis.ClusterOptions{Addrs: strings.Split(os.Getenv(envRedis), ",")})
+	}
+	if name := os.Getenv(envSentinel); name != "" {
+		client = redis.NewFailoverClient(&redis.FailoverOptions{MasterName: name, SentinelAddrs: strings.Split(os.Getenv(envRedis), ",")})
 	}
 	sink := redis.NewClient(&redis.Options{Addr: os.Getenv(envSink)})
 	wait, _ := strconv.Atoi(os.Getenv(envWait))

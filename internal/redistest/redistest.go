@@ -89,6 +89,7 @@ type Server struct {
 	port int
 	dir  string
 	args []string
+	conf []string // before every other argument: a config file, "--sentinel"
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -102,6 +103,11 @@ type Server struct {
 // saying so: make test never passes -short.
 func Start(t testing.TB, args ...string) *Server {
 	t.Helper()
+	return start(t, nil, args)
+}
+
+func start(t testing.TB, conf, args []string) *Server {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("-short: this test needs a real redis-server; make test runs it")
 	}
@@ -109,7 +115,7 @@ func Start(t testing.TB, args ...string) *Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &Server{t: t, src: src, args: args}
+	s := &Server{t: t, src: src, args: args, conf: conf}
 	switch src {
 	case fromBinary:
 		s.dir = t.TempDir()
@@ -171,14 +177,14 @@ func (s *Server) needProcess(what string) {
 
 func (s *Server) startProcess() {
 	s.t.Helper()
-	args := append([]string{
+	args := append(append([]string{}, s.conf...),
 		"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
 		"--dir", s.dir, "--save", "", "--appendonly", "no",
 		"--daemonize", "no", "--logfile", filepath.Join(s.dir, "redis.log"),
 		// A replica that attaches syncs at once, not after Redis 7's 5s
 		// wait for more replicas to share a diskless transfer.
-		"--repl-diskless-sync-delay", "0",
-	}, s.args...)
+		"--repl-diskless-sync-delay", "0")
+	args = append(args, s.args...)
 	var lastErr error
 	for range 3 {
 		cmd := exec.Command(binary, args...)
