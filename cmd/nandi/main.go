@@ -1,28 +1,3 @@
-// Command nandi inspects a running group and plans a new one.
-//
-//	nandi status -redis redis://localhost:6379 -group mail-sender [-json]
-//	nandi watch  -redis redis://localhost:6379 -group mail-sender
-//	nandi plan   -interval 5s -gap 0.125 -rtt 2ms -jitter 1ms -workers 200 [-redis URL]
-//
-// status prints the group's settings, the counts of the intervals its hash
-// keeps, the store generation, and the checkpoint epochs with each index's
-// positions. watch prints one line per interval. plan says what a setting
-// costs (time to a first lease, stand-down per change, spacing of
-// registrations) and whether the network fits inside the gap; with -redis
-// it measures the round trip itself. It exits 1 on a verdict of FAIL, 2 on
-// bad usage.
-//
-// -redis takes a server, a Redis Cluster or Sentinels, in go-redis's URL
-// forms:
-//
-//	redis://[user:pass@]host:port[/db]              a server, or any node of a Cluster
-//	redis+cluster://host:port[?addr=host2:port2]   a Cluster (also: redis://...?addr=...)
-//	redis://sentinel:26379?master_name=mymaster[&addr=sentinel2:26379]
-//	redis+sentinel://sentinel:26379?master_name=mymaster
-//
-// rediss (rediss+cluster, rediss+sentinel) for TLS. A plain URL to a node
-// of a Cluster is found out (INFO cluster) and read through a cluster
-// client.
 package main
 
 import (

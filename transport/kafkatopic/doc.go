@@ -1,0 +1,34 @@
+// Package kafkatopic is the Kafka shared-topic transport
+// (github.com/segmentio/kafka-go): every worker of a nandi group reads every
+// partition of the topic, with no consumer group, from the per-partition
+// offsets the consumer's checkpoint ledger keeps, and handles what its lease
+// owns. A topic of 3 partitions can so be served by 10 workers, with per-key
+// order kept (a key stays in one partition, and one worker owns it).
+//
+// Partitions are the shards and offsets the positions. The task id is the
+// message key (a decimal, or hashed), or Options.Key; a message without a
+// key carries an error naming its partition and offset and goes to the
+// consumer's failure policy.
+//
+// With Options.CommitGroup, the group's low watermark (the offset below which
+// every index has finished) is committed as that consumer group's offset,
+// so that lag tools (kafka-consumer-groups, Burrow, exporters) keep working.
+//
+// # Configuration, security and errors
+//
+// Options.Reader is a kafka.ReaderConfig template for the partition
+// readers (isolation level, fetch sizes, backoff, a Dialer of your own):
+// everything but the brokers, topic, partition and group is used as given.
+// Options.SASL and Options.TLS are the one place for credentials: they go
+// into the readers' Dialer and the Transport of metadata, offsets and
+// commits alike. A reader's fetch error (a wrong password, a broker down)
+// is returned by the next Fetch that has no message to return, so the
+// consumer logs it once per spell and counts it
+// (nandi_consumer_fetch_failures_total); FetchErrors counts them here too.
+// The partitions are described at every Open (every term) and every
+// consumer.Options.DescribeInterval (10s) while a term is served: the
+// consumer opens the topic again when it has more, so partitions added to
+// the topic are read from their start within that time. (A
+// kafka.Transport of your own answers metadata from its cache, up to its
+// MetadataTTL of 6s, which adds to that.)
+package kafkatopic

@@ -1,0 +1,10 @@
+// Package natsjs is the JetStream transport: every worker of a group reads
+// the stream with its own ordered consumer (ephemeral, no acks) from the
+// stream sequences the consumer's checkpoint ledger gives, and handles what
+// its lease owns, so a handover loses nothing. The stream is one shard; its
+// sequence is the position.
+//
+// The task id is the message header Options.KeyHeader (default "id"), or
+// Options.Key. A message without it carries an error naming its sequence
+// and goes to the consumer's failure policy.
+package natsjs
