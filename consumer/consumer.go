@@ -11,6 +11,7 @@ import (
 	"github.com/nandi-go/nandi/checkpoint"
 	"github.com/nandi-go/nandi/internal/hist"
 	"github.com/nandi-go/nandi/partition"
+	"github.com/nandi-go/nandi/presence"
 	"github.com/nandi-go/nandi/transport"
 )
 
@@ -46,6 +47,9 @@ type Consumer struct {
 
 	cur atomic.Pointer[term] // the term being served
 
+	worker  string                    // the worker id of presence
+	lastErr atomic.Pointer[lastError] // the last failed attempt, for presence
+
 	seenMu    sync.Mutex
 	seen      int64                // the newest checkpoint epoch seen
 	seenStart []transport.Position // its start
@@ -64,7 +68,10 @@ func New(lease *partition.Lease, src transport.Source, h Handler, opts Options) 
 	if err := opts.validate(gapTime, lo.Interval); err != nil {
 		return nil, err
 	}
-	c := &Consumer{lease: lease, src: src, h: h, opts: opts, log: opts.Logger.With("group", lo.Name)}
+	c := &Consumer{lease: lease, src: src, h: h, opts: opts, log: opts.Logger.With("group", lo.Name), worker: opts.WorkerID}
+	if c.worker == "" {
+		c.worker = presence.NewWorkerID()
+	}
 	c.ledger = opts.Checkpoints
 	if c.ledger == nil {
 		if cl := lease.Client(); cl != nil {
@@ -73,6 +80,10 @@ func New(lease *partition.Lease, src transport.Source, h Handler, opts Options) 
 	}
 	return c, nil
 }
+
+// Worker returns the worker id the consumer's presence record carries
+// (Options.WorkerID, or host:pid with #n for the n-th in a process).
+func (c *Consumer) Worker() string { return c.worker }
 
 // Checkpoints returns the store of the consumer's checkpoints (nil when
 // there is none): package metrics reads the group's lag from it.

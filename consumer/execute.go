@@ -213,6 +213,7 @@ func (c *Consumer) recoverInto(err *error, what string) {
 // stack, for a panic); later failures, of this task or others, are not
 // logged again until no task is failing. OnError sees every one.
 func (c *Consumer) noteFailure(t *task, err error) {
+	c.lastErr.Store(&lastError{msg: t.m.Key + ": " + err.Error(), at: time.Now()})
 	if t.failing {
 		return
 	}

@@ -99,6 +99,18 @@ type Options struct {
 	// lease's client and group name).
 	Checkpoints checkpoint.Store
 
+	// WorkerID names this worker in its presence record (package
+	// presence; nandi status, watch and web show it). Default: the host
+	// name (a Kubernetes pod's name) and the process id, host:pid, with #n
+	// for the n-th consumer of a process.
+	WorkerID string
+
+	// NoPresence turns the presence record off. With it on (the default)
+	// the worker writes its record once per lease interval, one pipelined
+	// round trip to the lease's Redis, and it expires 3 intervals after
+	// the last write; nothing in the lease or the consumer reads it.
+	NoPresence bool
+
 	// Logger receives state changes at Info and trouble at Warn; nil is
 	// silent.
 	Logger *slog.Logger

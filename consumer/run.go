@@ -64,6 +64,12 @@ func (c *Consumer) Run(ctx context.Context) (runErr error) {
 		}
 	})
 
+	// Presence runs until Run returns (after the drain), then removes the
+	// record.
+	presenceCtx, stopPresence := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopPresence()
+	wg.Go(func() { c.presence(presenceCtx) })
+
 	// Describe the source, retrying while it fails (a broker not up yet, a
 	// wrong credential: logged once per spell, counted, and the worker not
 	// ready while it holds a share it cannot serve).
@@ -193,6 +199,9 @@ func (c *Consumer) watchShards(tr *term) {
 		info, err := c.src.Info(tr.taking)
 		tr.mu.Lock()
 		n := len(tr.shards)
+		if err == nil {
+			tr.ends = info.Ends
+		}
 		tr.mu.Unlock()
 		if err == nil && info.Shards > n {
 			tr.grew.Store(int64(info.Shards))
@@ -353,7 +362,7 @@ func (c *Consumer) openLogOnce(tr *term) (transport.Reader, error) {
 		shards[i] = &shardTrack{next: p, written: st.Current.Mark(i, tr.a.Index)}
 	}
 	tr.mu.Lock()
-	tr.info, tr.st, tr.shards = info, st, shards
+	tr.info, tr.st, tr.shards, tr.ends = info, st, shards, info.Ends
 	tr.mu.Unlock()
 	return r, nil
 }

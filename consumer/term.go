@@ -60,15 +60,16 @@ type term struct {
 	fetchBackoff time.Duration
 
 	mu      sync.Mutex
-	st      *checkpoint.State // logs only
-	shards  []*shardTrack     // nil until the log is open
-	since   int               // tasks finished since the last checkpoint write
-	flush   chan struct{}     // capacity 1: CheckpointEvery tasks finished
-	moved   atomic.Bool       // a checkpoint write met a new epoch: open again
-	grew    atomic.Int64      // the log has this many shards now: open again
-	writing sync.Mutex        // one checkpoint write at a time
-	batch   []*task           // intake's scratch: the owned tasks of a batch
-	batchAt []int             // and the index of each in its batch
+	st      *checkpoint.State    // logs only
+	shards  []*shardTrack        // nil until the log is open
+	since   int                  // tasks finished since the last checkpoint write
+	flush   chan struct{}        // capacity 1: CheckpointEvery tasks finished
+	moved   atomic.Bool          // a checkpoint write met a new epoch: open again
+	grew    atomic.Int64         // the log has this many shards now: open again
+	ends    []transport.Position // the log's ends at its last description (under mu)
+	writing sync.Mutex           // one checkpoint write at a time
+	batch   []*task              // intake's scratch: the owned tasks of a batch
+	batchAt []int                // and the index of each in its batch
 
 	done chan struct{} // closed when serve is done: the watcher returns
 	wg   sync.WaitGroup

@@ -302,24 +302,15 @@ func (c *consumerCollector) lagOf(ch chan<- prometheus.Metric, pos, ends []trans
 		if i >= len(ends) {
 			break
 		}
-		end := ends[i]
 		shard := strconv.Itoa(i)
-		if end.Hi > 0 { // a Redis stream ID: Hi is the entry's time in ms
-			if p.Hi == 0 {
-				continue // nothing read yet: no entry time to compare
-			}
-			lag := 0.0
-			if p.Less(end) && end.Hi > p.Hi {
-				lag = float64(end.Hi-p.Hi) / 1000
-			}
-			ch <- prometheus.MustNewConstMetric(seconds, prometheus.GaugeValue, lag, shard)
-			continue
+		l := transport.LagOf(p, ends[i])
+		switch {
+		case !l.Known:
+		case l.Timed:
+			ch <- prometheus.MustNewConstMetric(seconds, prometheus.GaugeValue, l.Seconds, shard)
+		default:
+			ch <- prometheus.MustNewConstMetric(messages, prometheus.GaugeValue, float64(l.Messages), shard)
 		}
-		lag := 0.0
-		if p.Less(end) {
-			lag = float64(end.Lo - p.Lo)
-		}
-		ch <- prometheus.MustNewConstMetric(messages, prometheus.GaugeValue, lag, shard)
 	}
 }
 

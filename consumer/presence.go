@@ -1,0 +1,94 @@
+package consumer
+
+import (
+	"context"
+	"os"
+	"time"
+
+	"github.com/nandi-go/nandi/presence"
+	"github.com/nandi-go/nandi/transport"
+)
+
+var pid = os.Getpid()
+
+// ends returns the ends of the log served, as of its last description.
+func (c *Consumer) ends() []transport.Position {
+	tr := c.cur.Load()
+	if tr == nil {
+		return nil
+	}
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	return tr.ends
+}
+
+// lastError is the last failed attempt, as presence shows it.
+type lastError struct {
+	msg string
+	at  time.Time
+}
+
+// presence writes the worker's presence record once per lease interval
+// until ctx ends, then removes it. Nothing reads it but people: a write
+// that fails is left to the next one, silently (the lease reports the
+// store's trouble).
+func (c *Consumer) presence(ctx context.Context) {
+	client := c.lease.Client()
+	if client == nil || c.opts.NoPresence {
+		return
+	}
+	lo := c.lease.Options()
+	ttl := presence.TTLIntervals * lo.Interval
+	tick := time.NewTicker(lo.Interval)
+	defer tick.Stop()
+	for {
+		wctx, cancel := context.WithTimeout(ctx, lo.Interval)
+		_ = presence.Write(wctx, client, lo.Name, c.record(), ttl)
+		cancel()
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lo.Interval)
+			_ = presence.Remove(rctx, client, lo.Name, c.worker)
+			cancel()
+			return
+		}
+	}
+}
+
+// record is the worker's presence record now.
+func (c *Consumer) record() *presence.Record {
+	st := c.Stats()
+	r := &presence.Record{Worker: c.worker, Host: presence.Host(), PID: pid, Version: presence.Version(),
+		Handled: st.Handled, Failed: st.Failed, InFlight: st.InFlight, Pending: st.Pending, Overdue: st.Overdue,
+		Unserved: st.Unserved, At: time.Now(), Interval: c.lease.Options().Interval}
+	if a, ok := c.lease.Current(); ok {
+		r.Held, r.Index, r.Replicas, r.Token = true, a.Index, a.Replicas, a.Token
+	}
+	if tr := c.cur.Load(); tr != nil && r.Held && tr.a.Token == r.Token && tr.a.Index == r.Index {
+		r.Since = tr.t.Start()
+	}
+	for _, d := range st.Oldest {
+		r.Oldest = append(r.Oldest, d.Seconds())
+	}
+	if _, pos, ok := c.Positions(); ok {
+		ends := c.ends()
+		for i, p := range pos {
+			m, sec := int64(-1), -1.0
+			if i < len(ends) {
+				l := transport.LagOf(p, ends[i])
+				if l.Timed {
+					sec = l.Seconds
+				} else if l.Known {
+					m = l.Messages
+				}
+			}
+			r.LagMessages = append(r.LagMessages, m)
+			r.LagSeconds = append(r.LagSeconds, sec)
+		}
+	}
+	if e := c.lastErr.Load(); e != nil {
+		r.LastError, r.LastErrorAt = e.msg, e.at
+	}
+	return r
+}
