@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -38,23 +39,26 @@ func TestStatusAndWatchOfARunningGroup(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	var leases []*partition.Lease
-	done := make(chan error, 3)
-	for range 3 {
+	done := make(chan error, 4)
+	startWorker := func(id string) {
 		l, err := partition.New(s.Client(), partition.Options{Name: "mail", Interval: iv})
 		if err != nil {
 			t.Fatal(err)
 		}
 		c, err := consumer.New(l, log.Source(), func(context.Context, *transport.Message) error { return nil },
-			consumer.Options{CheckpointInterval: 20 * time.Millisecond})
+			consumer.Options{CheckpointInterval: 20 * time.Millisecond, WorkerID: id})
 		if err != nil {
 			t.Fatal(err)
 		}
 		leases = append(leases, l)
 		go func() { done <- c.Run(ctx) }()
 	}
+	for i := range 3 {
+		startWorker(fmt.Sprintf("w%d", i+1))
+	}
 	defer func() {
 		cancel()
-		for range 3 {
+		for range leases {
 			<-done
 		}
 	}()
@@ -106,9 +110,18 @@ func TestStatusAndWatchOfARunningGroup(t *testing.T) {
 			t.Errorf("position %s is still 0 after the log was handled and checkpointed", k)
 		}
 	}
+	if len(st.Workers) != 3 {
+		t.Fatalf("status -json: %d workers; want 3: %+v", len(st.Workers), st.Workers)
+	}
+	for i, w := range st.Workers {
+		if !w.Held || w.Index != i || w.Replicas != 3 || !strings.HasPrefix(w.Worker, "w") {
+			t.Errorf("worker %d: %+v; want w1..w3 holding indexes 0..2 of 3", i, w)
+		}
+	}
 
 	code, out, errOut = nandi(t, ctx, "status", "-redis", url, "-group", "mail")
-	if code != 0 || !strings.Contains(out, "interval 200ms, gap 0.125") || !strings.Contains(out, "(current)") || !strings.Contains(out, "closed") {
+	if code != 0 || !strings.Contains(out, "interval 200ms, gap 0.125") || !strings.Contains(out, "(current)") || !strings.Contains(out, "closed") ||
+		!strings.Contains(out, "WORKER") || !strings.Contains(out, "2 of 3") {
 		t.Errorf("status: exit %d\n%s%s", code, out, errOut)
 	}
 
@@ -123,6 +136,18 @@ func TestStatusAndWatchOfARunningGroup(t *testing.T) {
 		if f := strings.Fields(l); len(f) < 3 || f[2] != "3" {
 			t.Errorf("watch line %q: want a count of 3", l)
 		}
+	}
+
+	// watch marks the rebalance and who joined.
+	wctx2, wcancel2 := context.WithTimeout(ctx, 12*iv)
+	defer wcancel2()
+	watched := make(chan string, 1)
+	go func() { _, out, _ := nandi(t, wctx2, "watch", "-redis", url, "-group", "mail"); watched <- out }()
+	time.Sleep(2 * iv)
+	startWorker("w4")
+	out = <-watched
+	if !strings.Contains(out, "joined: w4") || !strings.Contains(out, "REBALANCE 3 -> 4") {
+		t.Errorf("watch while w4 joined: want a line with REBALANCE 3 -> 4 and joined: w4\n%s", out)
 	}
 
 	if code, _, errOut := nandi(t, ctx, "status", "-redis", url, "-group", "nosuch"); code != 1 || !strings.Contains(errOut, "no group") {

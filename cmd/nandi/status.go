@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/nandi-go/nandi/checkpoint"
 	"github.com/nandi-go/nandi/partition"
+	"github.com/nandi-go/nandi/presence"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -26,6 +28,9 @@ type Status struct {
 	Generation string        `json:"generation"`
 	Counts     []Count       `json:"counts"` // newest first
 	Epochs     []EpochStatus `json:"epochs,omitempty"`
+	// Workers are the presence records of the group's workers (package
+	// presence), holders first by index.
+	Workers []presence.Record `json:"workers"`
 }
 
 // Count is one interval's registrations.
@@ -70,6 +75,9 @@ func readStatus(ctx context.Context, c redis.UniversalClient, group string) (*St
 		}
 		s.Epochs = append(s.Epochs, es)
 	}
+	if s.Workers, err = presence.Read(ctx, c, group); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -91,6 +99,8 @@ func printStatus(w io.Writer, s *Status) {
 		fmt.Fprintf(tw, "%d\t%d\t%s\n", c.Interval, c.Count, state)
 	}
 	tw.Flush()
+	fmt.Fprintln(w)
+	printWorkers(w, s)
 	if len(s.Epochs) == 0 {
 		fmt.Fprintln(w, "\nno checkpoints (the group reads no log, or has not started)")
 		return
@@ -176,8 +186,9 @@ func cmdWatch(ctx context.Context, args []string, out, errOut io.Writer) int {
 		return code
 	}
 	defer c.Close()
-	fmt.Fprintln(out, "TIME                      INTERVAL   COUNT  PREV  GENERATION          EPOCH")
+	fmt.Fprintln(out, "TIME                      INTERVAL   COUNT  PREV  GENERATION          EPOCH  CHANGES")
 	var last int64
+	var seen map[string]bool // the workers at the last line
 	for {
 		s, err := readStatus(ctx, c, group)
 		if ctx.Err() != nil {
@@ -208,7 +219,16 @@ func cmdWatch(ctx context.Context, args []string, out, errOut io.Writer) int {
 				if len(gen) > 18 {
 					gen = gen[:18]
 				}
-				fmt.Fprintf(out, "%-24s  %-9d  %5d  %4d  %-18s  %s\n", s.ServerTime.Format("2006-01-02T15:04:05.000Z"), s.Current-1, cnt, prev, gen, epoch)
+				changes := membership(seen, s.Workers)
+				if cnt != prev && prev != 0 {
+					changes = append([]string{fmt.Sprintf("REBALANCE %d -> %d", prev, cnt)}, changes...)
+				}
+				seen = map[string]bool{}
+				for _, r := range s.Workers {
+					seen[r.Worker] = true
+				}
+				fmt.Fprintf(out, "%-24s  %-9d  %5d  %4d  %-18s  %s  %s\n", s.ServerTime.Format("2006-01-02T15:04:05.000Z"), s.Current-1, cnt, prev, gen, epoch,
+					strings.Join(changes, "; "))
 			}
 			// Just after the next interval begins, past its gap.
 			wait = s.Interval - s.Offset + time.Duration(float64(s.Interval)*s.Gap)
