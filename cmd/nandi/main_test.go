@@ -158,7 +158,7 @@ func TestStatusAndWatchOfARunningGroup(t *testing.T) {
 func TestPlan(t *testing.T) {
 	ctx := context.Background()
 	code, out, _ := nandi(t, ctx, "plan", "-interval", "5s", "-gap", "0.125", "-rtt", "2ms", "-workers", "200")
-	if code != 0 || !strings.Contains(out, "verdict: OK") || !strings.Contains(out, "17.1875ms") {
+	if code != 0 || !strings.Contains(out, "verdict: OK") || !strings.Contains(out, "1ms") || !strings.Contains(out, "40.0/s") {
 		t.Errorf("a comfortable plan: exit %d\n%s", code, out)
 	}
 	code, out, _ = nandi(t, ctx, "plan", "-interval", "1s", "-gap", "0.05", "-rtt", "40ms", "-jitter", "20ms", "-workers", "20")
@@ -166,8 +166,8 @@ func TestPlan(t *testing.T) {
 		t.Errorf("a gap narrower than the round trip: exit %d\n%s", code, out)
 	}
 	code, out, _ = nandi(t, ctx, "plan", "-interval", "5s", "-gap", "0.125", "-rtt", "1ms", "-jitter", "30ms", "-workers", "1000")
-	if code != 0 || !strings.Contains(out, "verdict: WARN") || !strings.Contains(out, "swap") {
-		t.Errorf("jitter wider than the spacing: exit %d\n%s", code, out)
+	if code != 0 || !strings.Contains(out, "verdict: OK") || strings.Contains(out, "swap") {
+		t.Errorf("jitter wider than the spacing, inside the gap (indexes are kept whatever the order): exit %d\n%s", code, out)
 	}
 	if code, _, errOut := nandi(t, ctx, "plan", "-gap", "0.5"); code != 1 || !strings.Contains(errOut, "Gap") {
 		t.Errorf("an invalid gap: exit %d, %q; want 1 and the option's error", code, errOut)
