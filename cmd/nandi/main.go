@@ -19,6 +19,8 @@ const usage = `usage:
   nandi watch  -redis URL -group NAME           the same, one line per interval
   nandi plan   -interval 5s -gap 0.125 -rtt 2ms -jitter 1ms -workers 200 [-redis URL]
                                                 what the settings cost, and whether they fit the network
+  nandi web    -redis URL [-addr 127.0.0.1:8080] [-group NAME] [-token T]
+                                                a live page per group, read-only (beyond localhost only with a token)
 URL: redis://host:port[/db] (a server or any Cluster node), redis+cluster://host:port,
      redis+sentinel://sentinel:26379?master_name=NAME[&addr=sentinel2:26379]; rediss for TLS
 `
@@ -35,6 +37,8 @@ func run(ctx context.Context, args []string, out, errOut io.Writer) int {
 		return cmdWatch(ctx, args[1:], out, errOut)
 	case "plan":
 		return cmdPlan(ctx, args[1:], out, errOut)
+	case "web":
+		return cmdWeb(ctx, args[1:], out, errOut)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(out, usage)
 		return 0

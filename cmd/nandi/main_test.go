@@ -37,39 +37,13 @@ func TestStatusAndWatchOfARunningGroup(t *testing.T) {
 	for i := range 100 {
 		log.Append(strconv.Itoa(i), nil)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	var leases []*partition.Lease
-	done := make(chan error, 4)
-	startWorker := func(id string) {
-		l, err := partition.New(s.Client(), partition.Options{Name: "mail", Interval: iv})
-		if err != nil {
-			t.Fatal(err)
-		}
-		c, err := consumer.New(l, log.Source(), func(context.Context, *transport.Message) error { return nil },
-			consumer.Options{CheckpointInterval: 20 * time.Millisecond, WorkerID: id})
-		if err != nil {
-			t.Fatal(err)
-		}
-		leases = append(leases, l)
-		go func() { done <- c.Run(ctx) }()
-	}
+	ctx := context.Background()
+	g := newTestGroup(t, s.Client(), "mail", iv, log, func(context.Context, *transport.Message) error { return nil },
+		consumer.Options{CheckpointInterval: 20 * time.Millisecond})
 	for i := range 3 {
-		startWorker(fmt.Sprintf("w%d", i+1))
+		g.start(fmt.Sprintf("w%d", i+1))
 	}
-	defer func() {
-		cancel()
-		for range leases {
-			<-done
-		}
-	}()
-	redistest.WaitFor(t, 10*time.Second, "the group of 3 to hold", func() bool {
-		for _, l := range leases {
-			if a, ok := l.Current(); !ok || a.Replicas != 3 {
-				return false
-			}
-		}
-		return true
-	})
+	redistest.WaitFor(t, 10*time.Second, "the group of 3 to hold", func() bool { return g.holding(3) })
 	time.Sleep(2 * iv) // checkpoints written
 	url := "redis://" + s.Addr()
 
@@ -144,7 +118,7 @@ func TestStatusAndWatchOfARunningGroup(t *testing.T) {
 	watched := make(chan string, 1)
 	go func() { _, out, _ := nandi(t, wctx2, "watch", "-redis", url, "-group", "mail"); watched <- out }()
 	time.Sleep(2 * iv)
-	startWorker("w4")
+	g.start("w4")
 	out = <-watched
 	if !strings.Contains(out, "joined: w4") || !strings.Contains(out, "REBALANCE 3 -> 4") {
 		t.Errorf("watch while w4 joined: want a line with REBALANCE 3 -> 4 and joined: w4\n%s", out)

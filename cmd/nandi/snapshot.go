@@ -1,0 +1,215 @@
+package main
+
+import (
+	"context"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/nandi-go/nandi/presence"
+	"github.com/redis/go-redis/v9"
+)
+
+// stripLen is how many intervals the page's strip keeps.
+const stripLen = 300
+
+// Cell is one interval of the strip.
+type Cell struct {
+	Interval int64 `json:"interval"`
+	Count    int   `json:"count"`
+	Closed   bool  `json:"closed"`
+	// Rebalance: the count differs from the interval before's. StandDown:
+	// the two closed intervals before this one disagree, so no worker
+	// holds a share during it (the lease rule). Generation: the store's
+	// generation changed while this interval was current.
+	Rebalance  bool `json:"rebalance,omitempty"`
+	StandDown  bool `json:"stand_down,omitempty"`
+	Generation bool `json:"generation,omitempty"`
+}
+
+// Row is one index of the current mapping and the worker holding it.
+type Row struct {
+	Index  int              `json:"index"`
+	Worker *presence.Record `json:"worker"` // nil: no record of a holder
+}
+
+// Snapshot is what the page shows of a group at one moment.
+type Snapshot struct {
+	Group    string            `json:"group"`
+	Status   *Status           `json:"status,omitempty"` // settings, counts, epochs, workers
+	Error    string            `json:"error,omitempty"`  // reading the group failed
+	Strip    []Cell            `json:"strip"`
+	Replicas int               `json:"replicas"` // of the last closed interval
+	Mapping  []Row             `json:"mapping"`
+	Standby  []presence.Record `json:"standby"` // workers holding nothing of that mapping
+	Plan     *Plan             `json:"plan,omitempty"`
+	Since    time.Time         `json:"watching_since"` // when this server began keeping the strip
+	At       time.Time         `json:"at"`
+}
+
+// tracker keeps a group's strip across polls (the store keeps only the
+// last few intervals' counts): one poller per group, however many pages
+// watch it, from the first time the group is asked for until the server
+// stops.
+type tracker struct {
+	mu      sync.Mutex
+	group   string
+	since   time.Time
+	cells   map[int64]*Cell
+	lastGen string
+	rtts    []time.Duration // the last round trips to the store (PING)
+
+	latest  *Snapshot
+	changed chan struct{} // closed and replaced when latest changes
+}
+
+func newTracker(group string) *tracker {
+	return &tracker{group: group, since: time.Now(), cells: map[int64]*Cell{}, changed: make(chan struct{})}
+}
+
+// pollEvery is how often a group is read: a quarter interval, between
+// 100ms and 1s (so every interval is seen closed at least once).
+func pollEvery(snap *Snapshot) time.Duration {
+	if snap.Status == nil {
+		return time.Second
+	}
+	return min(max(snap.Status.Interval/4, 100*time.Millisecond), time.Second)
+}
+
+// run polls the group until ctx ends, publishing each snapshot.
+func (tk *tracker) run(ctx context.Context, c redis.UniversalClient) {
+	for {
+		snap := tk.poll(ctx, c)
+		if ctx.Err() != nil {
+			return
+		}
+		tk.mu.Lock()
+		tk.latest = snap
+		close(tk.changed)
+		tk.changed = make(chan struct{})
+		tk.mu.Unlock()
+		t := time.NewTimer(pollEvery(snap))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// current returns the latest snapshot (nil before the first) and a
+// channel closed when there is a newer one.
+func (tk *tracker) current() (*Snapshot, <-chan struct{}) {
+	tk.mu.Lock()
+	defer tk.mu.Unlock()
+	return tk.latest, tk.changed
+}
+
+// poll reads the group once (read-only) and returns the page's snapshot.
+func (tk *tracker) poll(ctx context.Context, c redis.UniversalClient) *Snapshot {
+	start := time.Now()
+	pingErr := c.Ping(ctx).Err()
+	rtt := time.Since(start)
+	st, err := readStatus(ctx, c, tk.group)
+	tk.mu.Lock()
+	defer tk.mu.Unlock()
+	snap := &Snapshot{Group: tk.group, Since: tk.since, At: time.Now()}
+	if err != nil {
+		snap.Error = err.Error()
+		snap.Strip = tk.strip()
+		return snap
+	}
+	if pingErr == nil {
+		tk.rtts = append(tk.rtts, rtt)
+		if len(tk.rtts) > 50 {
+			tk.rtts = tk.rtts[1:]
+		}
+	}
+	tk.observe(st)
+	snap.Status = st
+	snap.Strip = tk.strip()
+	for _, x := range st.Counts {
+		if x.Interval == st.Current-1 {
+			snap.Replicas = x.Count
+		}
+	}
+	snap.Mapping, snap.Standby = mapping(st.Workers, snap.Replicas)
+	if len(tk.rtts) > 0 {
+		rs := slices.Clone(tk.rtts)
+		slices.Sort(rs)
+		med := rs[len(rs)/2]
+		p := plan(st.Interval, st.Gap, max(snap.Replicas, len(st.Workers), 1), med, rs[len(rs)-1]-med)
+		snap.Plan = &p
+	}
+	return snap
+}
+
+// observe merges a status's counts and generation into the strip.
+func (tk *tracker) observe(st *Status) {
+	for _, x := range st.Counts {
+		cell := tk.cells[x.Interval]
+		if cell == nil {
+			cell = &Cell{Interval: x.Interval}
+			tk.cells[x.Interval] = cell
+		}
+		cell.Count, cell.Closed = x.Count, x.Closed
+	}
+	if tk.lastGen != "" && st.Generation != tk.lastGen {
+		if cell := tk.cells[st.Current]; cell != nil {
+			cell.Generation = true
+		}
+	}
+	tk.lastGen = st.Generation
+	if len(tk.cells) > stripLen {
+		keys := make([]int64, 0, len(tk.cells))
+		for k := range tk.cells {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for _, k := range keys[:len(keys)-stripLen] {
+			delete(tk.cells, k)
+		}
+	}
+}
+
+// strip returns the cells in order, with the marks that depend on their
+// neighbours.
+func (tk *tracker) strip() []Cell {
+	keys := make([]int64, 0, len(tk.cells))
+	for k := range tk.cells {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	out := make([]Cell, 0, len(keys))
+	for _, k := range keys {
+		c := *tk.cells[k]
+		prev, ok1 := tk.cells[k-1]
+		prev2, ok2 := tk.cells[k-2]
+		c.Rebalance = ok1 && prev.Closed && prev.Count != c.Count && (c.Closed || c.Count >= prev.Count)
+		c.StandDown = ok1 && ok2 && prev.Closed && prev2.Closed && prev.Count != prev2.Count
+		out = append(out, c)
+	}
+	return out
+}
+
+// mapping places the records of the workers holding a share of replicas
+// on their index; the others are on standby (joining, or standing down).
+func mapping(workers []presence.Record, replicas int) ([]Row, []presence.Record) {
+	rows := make([]Row, replicas)
+	for i := range rows {
+		rows[i].Index = i
+	}
+	var standby []presence.Record
+	for i := range workers {
+		w := workers[i]
+		if w.Held && w.Replicas == replicas && w.Index >= 0 && w.Index < replicas && rows[w.Index].Worker == nil {
+			rows[w.Index].Worker = &w
+			continue
+		}
+		standby = append(standby, w)
+	}
+	sort.SliceStable(standby, func(i, j int) bool { return standby[i].Worker < standby[j].Worker })
+	return rows, standby
+}

@@ -1,0 +1,340 @@
+package main
+
+import (
+	"context"
+	"crypto/subtle"
+	"embed"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nandi-go/nandi/partition"
+	"github.com/redis/go-redis/v9"
+)
+
+//go:embed web
+var webFiles embed.FS
+
+// EnvWebToken is read when -token is not given.
+const EnvWebToken = "NANDI_WEB_TOKEN"
+
+// maxGroups bounds how many groups one server watches (each is polled
+// from the first time it is asked for until the server stops).
+const maxGroups = 64
+
+// webServer serves the read-only pages of nandi web.
+type webServer struct {
+	c     redis.UniversalClient
+	group string // the group / redirects to, if any
+	token string
+
+	mu       sync.Mutex
+	trackers map[string]*tracker
+
+	ctx    context.Context // ends at Close: pollers and event streams stop
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // the pollers
+}
+
+func newWebServer(c redis.UniversalClient, group, token string) *webServer {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &webServer{c: c, group: group, token: token, trackers: map[string]*tracker{}, ctx: ctx, cancel: cancel}
+}
+
+// Close stops the pollers and ends every event stream, so that a server's
+// Shutdown (which waits for connections to go idle, and a stream never
+// does) returns.
+func (s *webServer) Close() {
+	s.cancel()
+	s.wg.Wait()
+}
+
+// errTooManyGroups is answered past maxGroups.
+var errTooManyGroups = fmt.Errorf("this server already watches %d groups; start another nandi web for more", maxGroups)
+
+// tracker returns the group's tracker, starting its poller the first
+// time. A group that does not exist is not watched: the read's error
+// (partition.ErrNoGroup) is returned.
+func (s *webServer) tracker(ctx context.Context, group string) (*tracker, error) {
+	s.mu.Lock()
+	tk := s.trackers[group]
+	n := len(s.trackers)
+	s.mu.Unlock()
+	if tk != nil {
+		return tk, nil
+	}
+	if n >= maxGroups {
+		return nil, errTooManyGroups
+	}
+	if _, err := partition.ReadGroup(ctx, s.c, group); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if tk = s.trackers[group]; tk != nil {
+		return tk, nil
+	}
+	if s.ctx.Err() != nil {
+		return nil, s.ctx.Err()
+	}
+	tk = newTracker(group)
+	s.trackers[group] = tk
+	s.wg.Go(func() { tk.run(s.ctx, s.c) })
+	return tk, nil
+}
+
+// trackerOr answers the error of finding the group's tracker, if any.
+func (s *webServer) trackerOr(w http.ResponseWriter, r *http.Request) *tracker {
+	tk, err := s.tracker(r.Context(), r.PathValue("group"))
+	switch {
+	case errors.Is(err, partition.ErrNoGroup):
+		http.Error(w, "nandi web: "+err.Error(), http.StatusNotFound)
+	case errors.Is(err, errTooManyGroups):
+		http.Error(w, "nandi web: "+err.Error(), http.StatusServiceUnavailable)
+	case err != nil:
+		http.Error(w, "nandi web: reading the group: "+err.Error(), http.StatusBadGateway)
+	}
+	return tk
+}
+
+// handler returns the server's routes, behind the token when there is one.
+func (s *webServer) handler() http.Handler {
+	static, _ := fs.Sub(webFiles, "web")
+	mux := http.NewServeMux()
+	page := func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/" && s.group != "" {
+			http.Redirect(w, r, "/g/"+url.PathEscape(s.group), http.StatusFound)
+			return
+		}
+		http.ServeFileFS(w, r, static, "index.html")
+	}
+	mux.HandleFunc("GET /{$}", page)
+	mux.HandleFunc("GET /g/{group}", page)
+	mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
+	mux.HandleFunc("GET /api/groups", s.groups)
+	mux.HandleFunc("GET /api/g/{group}", s.snapshot)
+	mux.HandleFunc("GET /api/g/{group}/events", s.events)
+	return s.guard(mux)
+}
+
+// guard sets the headers every answer carries and, with a token,
+// requires it: an Authorization: Bearer header, or the cookie that a
+// first visit with ?token= sets.
+func (s *webServer) guard(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("Referrer-Policy", "no-referrer")
+		h.Set("X-Frame-Options", "DENY")
+		if s.token == "" {
+			next.ServeHTTP(w, r)
+			return
+		}
+		if q := r.URL.Query().Get("token"); q != "" && s.match(q) {
+			http.SetCookie(w, &http.Cookie{Name: "nandi_token", Value: q, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode})
+			u := *r.URL
+			v := u.Query()
+			v.Del("token")
+			u.RawQuery = v.Encode()
+			http.Redirect(w, r, u.String(), http.StatusFound)
+			return
+		}
+		given := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if c, err := r.Cookie("nandi_token"); given == "" && err == nil {
+			given = c.Value
+		}
+		if !s.match(given) {
+			h.Set("WWW-Authenticate", `Bearer realm="nandi"`)
+			http.Error(w, "nandi web: a token is required: send Authorization: Bearer TOKEN, or open the page once with ?token=TOKEN", http.StatusUnauthorized)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (s *webServer) match(given string) bool {
+	return given != "" && subtle.ConstantTimeCompare([]byte(given), []byte(s.token)) == 1
+}
+
+// groups lists the groups whose lease key exists (SCAN, on every master
+// of a Cluster).
+func (s *webServer) groups(w http.ResponseWriter, r *http.Request) {
+	var mu sync.Mutex
+	found := map[string]bool{}
+	scan := func(ctx context.Context, c *redis.Client) error {
+		iter := c.Scan(ctx, 0, "{*}:lease", 1000).Iterator()
+		for iter.Next(ctx) {
+			k := iter.Val()
+			if name, ok := strings.CutSuffix(strings.TrimPrefix(k, "{"), "}:lease"); ok {
+				mu.Lock()
+				found[name] = true
+				mu.Unlock()
+			}
+		}
+		return iter.Err()
+	}
+	var err error
+	switch c := s.c.(type) {
+	case *redis.ClusterClient:
+		err = c.ForEachMaster(r.Context(), scan)
+	case *redis.Client:
+		err = scan(r.Context(), c)
+	default:
+		err = errors.New("listing groups needs a server or a Cluster client")
+	}
+	if err != nil {
+		http.Error(w, "nandi web: listing groups: "+err.Error(), http.StatusBadGateway)
+		return
+	}
+	names := make([]string, 0, len(found))
+	for n := range found {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	writeJSON(w, names)
+}
+
+// snapshot answers the group's latest snapshot as JSON.
+func (s *webServer) snapshot(w http.ResponseWriter, r *http.Request) {
+	tk := s.trackerOr(w, r)
+	if tk == nil {
+		return
+	}
+	for {
+		snap, changed := tk.current()
+		if snap != nil {
+			writeJSON(w, snap)
+			return
+		}
+		select {
+		case <-r.Context().Done():
+			return
+		case <-s.ctx.Done():
+			http.Error(w, "nandi web: stopping", http.StatusServiceUnavailable)
+			return
+		case <-changed:
+		}
+	}
+}
+
+// events streams the group's snapshots as server-sent events, each as
+// its poller reads it, until the client goes or the server stops.
+func (s *webServer) events(w http.ResponseWriter, r *http.Request) {
+	fl, ok := w.(http.Flusher)
+	if !ok {
+		http.Error(w, "nandi web: streaming unsupported", http.StatusInternalServerError)
+		return
+	}
+	tk := s.trackerOr(w, r)
+	if tk == nil {
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-store")
+	var sent *Snapshot
+	for {
+		snap, changed := tk.current()
+		if snap != nil && snap != sent {
+			b, err := json.Marshal(snap)
+			if err != nil {
+				return
+			}
+			if _, err := fmt.Fprintf(w, "data: %s\n\n", b); err != nil {
+				return
+			}
+			fl.Flush()
+			sent = snap
+		}
+		select {
+		case <-r.Context().Done():
+			return
+		case <-s.ctx.Done():
+			return
+		case <-changed:
+		}
+	}
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// loopback reports whether addr listens on this machine only.
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// cmdWeb serves the pages until ctx ends.
+func cmdWeb(ctx context.Context, args []string, out, errOut io.Writer) int {
+	fs := flag.NewFlagSet("web", flag.ContinueOnError)
+	fs.SetOutput(errOut)
+	rawURL := fs.String("redis", "", "the groups' Redis, as a URL: "+urlForms)
+	addr := fs.String("addr", "127.0.0.1:8080", "listen address; beyond localhost it needs -token")
+	group := fs.String("group", "", "open this group's page at /")
+	token := fs.String("token", os.Getenv(EnvWebToken), "require this bearer token (default $"+EnvWebToken+")")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if !loopback(*addr) && *token == "" {
+		fmt.Fprintf(errOut, "nandi web: -addr %s listens beyond localhost: set -token (or %s) so that only those who have it can read the fleet\n", *addr, EnvWebToken)
+		return 2
+	}
+	c, err := connect(ctx, *rawURL)
+	if err != nil {
+		fmt.Fprintln(errOut, "nandi web:", err)
+		return 2
+	}
+	defer c.Close()
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		fmt.Fprintln(errOut, "nandi web:", err)
+		return 1
+	}
+	ws := newWebServer(c, *group, *token)
+	srv := &http.Server{Handler: ws.handler(), ReadHeaderTimeout: 5 * time.Second}
+	srv.RegisterOnShutdown(ws.Close)
+	defer ws.Close()
+	if *group != "" {
+		// Watch it from now on, so that its strip starts before the first page.
+		if _, err := ws.tracker(ctx, *group); err != nil {
+			fmt.Fprintln(errOut, "nandi web:", err)
+		}
+	}
+	fmt.Fprintf(out, "nandi web: serving http://%s/ (read-only)\n", ln.Addr())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	select {
+	case <-ctx.Done():
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+		<-done
+		return 0
+	case err := <-done:
+		fmt.Fprintln(errOut, "nandi web:", err)
+		return 1
+	}
+}
