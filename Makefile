@@ -37,7 +37,7 @@ chaos:
 # Figures for the lease, the consumer and the transports on real servers,
 # and the lease's simulation at scale; prints tables.
 bench:
-	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 60m -p 1 ./integration/... ./partition/ ./consumer/
+	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 60m -p 1 ./integration/... ./partition/ ./consumer/ ./presence/
 	$(GO) test -count=1 -run TestSimulationAtScale -v ./partition/ | grep -E 'figures|FAIL|^ok'
 
 lint:

@@ -2,11 +2,25 @@
 //
 //	nandi status -redis redis://localhost:6379 -group mail-sender [-json]
 //	nandi watch  -redis redis://localhost:6379 -group mail-sender
+//	nandi web    -redis redis://localhost:6379 [-addr 127.0.0.1:8080] [-group NAME] [-token T]
 //	nandi plan   -interval 5s -gap 0.125 -rtt 2ms -jitter 1ms -workers 200 [-redis URL]
 //
 // status prints the group's settings, the counts of the intervals its hash
-// keeps, the store generation, and the checkpoint epochs with each index's
-// positions. watch prints one line per interval. plan says what a setting
+// keeps, the store generation, the workers (their presence records: what
+// each holds since when, counts, lag, oldest task, last error), and the
+// checkpoint epochs with each index's positions. watch prints one line per
+// interval, marking rebalances with who joined or left.
+//
+// web serves a page per group that updates live over server-sent events:
+// the registrations of the last intervals with rebalances, stand-downs and
+// store generation changes marked; the mapping, one row per index with its
+// worker, lag and oldest task; the checkpoint epochs; the settings and the
+// plan's verdict. It only reads (one poller per group, a quarter interval
+// apart, however many pages watch), the page is embedded in the binary, and
+// everything a worker wrote is shown as text. It listens on 127.0.0.1 by
+// default and refuses to listen beyond localhost without -token (or
+// NANDI_WEB_TOKEN), which every request must then carry as a bearer token
+// (or as the cookie that opening the page once with ?token= sets). plan says what a setting
 // costs (time to a first lease, stand-down per change, spacing of
 // registrations) and whether the network fits inside the gap; with -redis
 // it measures the round trip itself. It exits 1 on a verdict of FAIL, 2 on

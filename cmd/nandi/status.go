@@ -186,7 +186,7 @@ func cmdWatch(ctx context.Context, args []string, out, errOut io.Writer) int {
 		return code
 	}
 	defer c.Close()
-	fmt.Fprintln(out, "TIME                      INTERVAL   COUNT  PREV  GENERATION          EPOCH  CHANGES")
+	fmt.Fprintln(out, "TIME                      INTERVAL    COUNT  PREV  GENERATION          EPOCH             CHANGES")
 	var last int64
 	var seen map[string]bool // the workers at the last line
 	for {
@@ -227,7 +227,10 @@ func cmdWatch(ctx context.Context, args []string, out, errOut io.Writer) int {
 				for _, r := range s.Workers {
 					seen[r.Worker] = true
 				}
-				fmt.Fprintf(out, "%-24s  %-9d  %5d  %4d  %-18s  %s  %s\n", s.ServerTime.Format("2006-01-02T15:04:05.000Z"), s.Current-1, cnt, prev, gen, epoch,
+				if len(changes) == 0 {
+					changes = []string{"-"}
+				}
+				fmt.Fprintf(out, "%-24s  %-10d  %5d  %4d  %-18s  %-16s  %s\n", s.ServerTime.Format("2006-01-02T15:04:05.000Z"), s.Current-1, cnt, prev, gen, epoch,
 					strings.Join(changes, "; "))
 			}
 			// Just after the next interval begins, past its gap.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"image/png"
 	"io"
+	"io/fs"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -260,4 +261,33 @@ func TestWebUnknownGroup(t *testing.T) {
 	if len(ws.trackers) != 0 {
 		t.Errorf("%d groups watched; want none", len(ws.trackers))
 	}
+}
+
+// The page needs nothing from the internet: no file it is made of names
+// another origin, and the CSP allows only its own.
+func TestWebNothingFetched(t *testing.T) {
+	var total int
+	err := fs.WalkDir(webFiles, "web", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := webFiles.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		total += len(b)
+		for _, origin := range []string{"http:", "https:", `src="//`, `href="//`, "url(//", "@import"} {
+			if bytes.Contains(b, []byte(origin)) {
+				t.Errorf("%s names another origin (%q)", path, origin)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if total == 0 {
+		t.Fatal("no embedded page")
+	}
+	t.Logf("the page is %d bytes (html, js, css)", total)
 }
