@@ -19,7 +19,7 @@ const usage = `usage:
   nandi watch  -redis URL -group NAME           the same, one line per interval
   nandi plan   -interval 5s -gap 0.125 -rtt 2ms -jitter 1ms -workers 200 [-redis URL]
                                                 what the settings cost, and whether they fit the network
-  nandi web    -redis URL [-addr 127.0.0.1:8080] [-group NAME] [-token T]
+  nandi web    -redis URL [-addr 127.0.0.1:8080] [-group NAME] [-token T] [-tls-cert F -tls-key F]
                                                 a live page per group, read-only (beyond localhost only with a token)
 URL: redis://host:port[/db] (a server or any Cluster node), redis+cluster://host:port,
      redis+sentinel://sentinel:26379?master_name=NAME[&addr=sentinel2:26379]; rediss for TLS

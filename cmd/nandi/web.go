@@ -143,7 +143,7 @@ func (s *webServer) guard(next http.Handler) http.Handler {
 			return
 		}
 		if q := r.URL.Query().Get("token"); q != "" && s.match(q) {
-			http.SetCookie(w, &http.Cookie{Name: "nandi_token", Value: q, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode})
+			http.SetCookie(w, &http.Cookie{Name: "nandi_token", Value: q, Path: "/", HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode})
 			u := *r.URL
 			v := u.Query()
 			v.Del("token")
@@ -295,7 +295,13 @@ func cmdWeb(ctx context.Context, args []string, out, errOut io.Writer) int {
 	addr := fs.String("addr", "127.0.0.1:8080", "listen address; beyond localhost it needs -token")
 	group := fs.String("group", "", "open this group's page at /")
 	token := fs.String("token", os.Getenv(EnvWebToken), "require this bearer token (default $"+EnvWebToken+")")
+	cert := fs.String("tls-cert", "", "serve HTTPS with this certificate (PEM; with -tls-key)")
+	key := fs.String("tls-key", "", "the certificate's private key (PEM)")
 	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if (*cert == "") != (*key == "") {
+		fmt.Fprintln(errOut, "nandi web: -tls-cert and -tls-key go together: give both to serve HTTPS, or neither")
 		return 2
 	}
 	if !loopback(*addr) && *token == "" {
@@ -323,14 +329,26 @@ func cmdWeb(ctx context.Context, args []string, out, errOut io.Writer) int {
 			fmt.Fprintln(errOut, "nandi web:", err)
 		}
 	}
-	fmt.Fprintf(out, "nandi web: serving http://%s/ (read-only)\n", ln.Addr())
+	scheme := "http"
+	if *cert != "" {
+		scheme = "https"
+	}
+	fmt.Fprintf(out, "nandi web: serving %s://%s/ (read-only)\n", scheme, ln.Addr())
 	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ln) }()
+	go func() {
+		if *cert != "" {
+			done <- srv.ServeTLS(ln, *cert, *key)
+			return
+		}
+		done <- srv.Serve(ln)
+	}()
 	select {
 	case <-ctx.Done():
 		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
-		_ = srv.Shutdown(sctx)
+		if err := srv.Shutdown(sctx); err != nil {
+			fmt.Fprintln(errOut, "nandi web: stopping:", err)
+		}
 		<-done
 		return 0
 	case err := <-done:

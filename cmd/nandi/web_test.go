@@ -235,6 +235,26 @@ func TestWebToken(t *testing.T) {
 	if res := get("/static/app.js", map[string]string{"Cookie": "nandi_token=s3cret"}); res.StatusCode != http.StatusOK {
 		t.Errorf("the cookie: %d; want 200", res.StatusCode)
 	}
+	if res.Cookies()[0].Secure {
+		t.Error("the cookie over plain HTTP is Secure: the browser would never send it back")
+	}
+
+	// Over HTTPS the cookie is Secure.
+	tlsWeb := httptest.NewTLSServer(newWebServer(nil, "", "s3cret").handler())
+	defer tlsWeb.Close()
+	client := tlsWeb.Client()
+	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	tres, err := client.Get(tlsWeb.URL + "/g/x?token=s3cret")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tres.Body.Close()
+	if len(tres.Cookies()) != 1 || !tres.Cookies()[0].Secure {
+		t.Errorf("?token= over HTTPS set %v; want one Secure cookie", tres.Cookies())
+	}
+	if code, _, errOut := nandi(t, context.Background(), "web", "-redis", "redis://127.0.0.1:1", "-tls-cert", "c.pem"); code != 2 || !strings.Contains(errOut, "-tls-key") {
+		t.Errorf("-tls-cert without -tls-key: exit %d, %q; want 2, naming -tls-key", code, errOut)
+	}
 }
 
 // A group that does not exist is answered 404 with what is missing, and
@@ -290,4 +310,66 @@ func TestWebNothingFetched(t *testing.T) {
 		t.Fatal("no embedded page")
 	}
 	t.Logf("the page is %d bytes (html, js, css)", total)
+}
+
+// lineWriter hands each write to a channel (the command's output, read
+// while it runs).
+type lineWriter chan string
+
+func (w lineWriter) Write(p []byte) (int, error) { w <- string(p); return len(p), nil }
+
+// nandi web as a command: it serves the group list and a group's event
+// stream, and stops when asked even with a page still streaming.
+func TestWebCommand(t *testing.T) {
+	srv := redistest.Start(t)
+	log := memory.NewLog(1)
+	g := newTestGroup(t, srv.Client(), "webhooks", 200*time.Millisecond, log,
+		func(context.Context, *transport.Message) error { return nil }, consumer.Options{})
+	g.start("w1")
+	redistest.WaitFor(t, 10*time.Second, "the worker to hold", func() bool { return g.holding(1) })
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	out := make(lineWriter, 10)
+	var errOut bytes.Buffer
+	done := make(chan int, 1)
+	go func() { done <- cmdWeb(ctx, []string{"-redis", "redis://" + srv.Addr(), "-addr", "127.0.0.1:0", "-group", "webhooks"}, out, &errOut) }()
+	var base string
+	select {
+	case line := <-out:
+		_, rest, _ := strings.Cut(line, "serving ")
+		base = strings.TrimSuffix(strings.Fields(rest)[0], "/")
+	case code := <-done:
+		t.Fatalf("nandi web exited %d: %s", code, errOut.String())
+	}
+
+	res, err := http.Get(base + "/api/groups")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if strings.TrimSpace(string(b)) != `["webhooks"]` {
+		t.Errorf("/api/groups: %s; want [\"webhooks\"]", b)
+	}
+	res, err = http.Get(base + "/api/g/webhooks/events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	first := make([]byte, 4096)
+	n, _ := io.ReadAtLeast(res.Body, first, len("data: {"))
+	if !strings.HasPrefix(string(first[:n]), `data: {"group":"webhooks"`) {
+		t.Errorf("the event stream began %q; want a snapshot of webhooks", first[:n])
+	}
+
+	cancel() // with the stream still open
+	select {
+	case code := <-done:
+		if code != 0 || errOut.Len() > 0 {
+			t.Errorf("nandi web exited %d after its context ended, saying %q; want 0, and a shutdown no open page holds up", code, errOut.String())
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("nandi web did not stop within 5s of its context's end with a page streaming")
+	}
 }
