@@ -333,7 +333,9 @@ func TestWebCommand(t *testing.T) {
 	out := make(lineWriter, 10)
 	var errOut bytes.Buffer
 	done := make(chan int, 1)
-	go func() { done <- cmdWeb(ctx, []string{"-redis", "redis://" + srv.Addr(), "-addr", "127.0.0.1:0", "-group", "webhooks"}, out, &errOut) }()
+	go func() {
+		done <- cmdWeb(ctx, []string{"-redis", "redis://" + srv.Addr(), "-addr", "127.0.0.1:0", "-group", "webhooks"}, out, &errOut)
+	}()
 	var base string
 	select {
 	case line := <-out:
