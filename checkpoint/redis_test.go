@@ -94,8 +94,13 @@ func (m *model) progress(h *holder, s, n int) {
 		m.offers++
 		if x.finished && x.era == m.era {
 			// Offered again: only allowed when the holder that finished
-			// it crashed before writing a mark that says so.
-			if b := x.by; !b.crashed || b.written[s].Done(transport.Offset(p)) {
+			// it crashed before writing a mark that says so, or when its
+			// mark was cut at the cap on Undone (above its High, a
+			// finished task is done again: documented, MaxUndone).
+			b := x.by
+			w := b.written[s]
+			cut := len(w.Undone) == modelMaxUndone
+			if (!b.crashed && !cut) || w.Done(transport.Offset(p)) {
 				m.t.Fatalf("task %d of shard %d (id %d) offered again to %d of %d; finished by index %d (crashed %v, wrote %+v)",
 					p, s, x.id, h.k, m.r, b.k, b.crashed, b.written[s])
 			}
@@ -127,6 +132,9 @@ func mapKeys(m map[uint64]bool) func(func(uint64) bool) {
 	}
 }
 
+// modelMaxUndone is the model's MaxUndone: small, to exercise the cap.
+const modelMaxUndone = 3
+
 // mark is what the consumer's bookkeeping writes for h in shard s.
 func (m *model) mark(h *holder, s int) Mark {
 	ps := slices.Sorted(mapKeys(h.taken[s]))
@@ -136,7 +144,7 @@ func (m *model) mark(h *holder, s int) Mark {
 	}
 	mk := Mark{Low: transport.Offset(ps[0]), High: next}
 	for _, p := range ps[1:] {
-		if len(mk.Undone) == 3 { // a small cap, to exercise it
+		if len(mk.Undone) == modelMaxUndone {
 			mk.High = transport.Offset(p)
 			break
 		}
