@@ -39,9 +39,10 @@
 //     between), and State.Lost says so; a ledger older than what the
 //     worker saw is State.Behind. Work may then be done again; none is
 //     skipped.
-//   - Bounded: a Mark lists at most MaxUndone positions; beyond that, High
-//     stops at the first unfinished task not listed, and the tasks finished
-//     above it are done again after a handover.
+//   - Exact: package consumer lists every unfinished task in Undone (its
+//     Options.MaxPending bounds them), stored compactly (the first position
+//     whole, each next one relative to it: about 4 bytes each), so a clean
+//     handover repeats nothing however many tasks wait behind a failing id.
 //
 // # What it assumes
 //

@@ -46,10 +46,24 @@ func NewRedis(client redis.UniversalClient, group string) *Redis {
 	return &Redis{c: client, key: Key(group)}
 }
 
-// MaxUndone bounds Mark.Undone as package consumer writes it: beyond it,
-// High is lowered to the first undone position not listed, so the tasks
-// finished above that are done again after a handover (never skipped).
+// MaxUndone was the most unfinished positions package consumer listed in
+// a mark, lowering High to the first one beyond (so that the tasks
+// finished above it were done again after a handover).
+//
+// Deprecated: marks are exact: package consumer lists every unfinished
+// task, which its Options.MaxPending bounds, at about 4 bytes each.
 const MaxUndone = 128
+
+// sortedBetween reports whether ps ascend strictly, each between low and
+// high (exclusive).
+func sortedBetween(ps []transport.Position, low, high transport.Position) bool {
+	for i, p := range ps {
+		if !low.Less(p) || !p.Less(high) || (i > 0 && !ps[i-1].Less(p)) {
+			return false
+		}
+	}
+	return true
+}
 
 func encode(p transport.Position) string { return fmt.Sprintf("%020d-%020d", p.Hi, p.Lo) }
 
@@ -127,20 +141,15 @@ func (l *Redis) Write(ctx context.Context, w Write) error {
 	}
 	args := make([]any, 0, 3+4*len(w.Marks))
 	args = append(args, w.Epoch, w.Token, w.Index)
-	var und strings.Builder
 	for s, m := range w.Marks {
-		und.Reset()
-		for i, p := range m.Undone {
-			if i > 0 {
-				und.WriteByte(' ')
-			}
-			und.WriteString(encode(p))
-		}
 		high := m.High
 		if high.Less(m.Low) {
 			high = m.Low
 		}
-		args = append(args, s, encode(m.Low), encode(high), und.String())
+		if !sortedBetween(m.Undone, m.Low, high) {
+			return fmt.Errorf("checkpoint: write: the unfinished positions of shard %d must ascend strictly between Low %v and High %v", s, m.Low, high)
+		}
+		args = append(args, s, encode(m.Low), encode(high), encodeUndone(m.Undone))
 	}
 	res, err := writeScript.Run(ctx, l.c, []string{l.key}, args...).Slice()
 	if err != nil {
@@ -264,13 +273,11 @@ func (e *Epoch) field(rest, v string) error {
 		}
 		m.High = x
 	case "und":
-		for _, f := range strings.Fields(v) {
-			x, err := decode(f)
-			if err != nil {
-				return err
-			}
-			m.Undone = append(m.Undone, x)
+		ps, err := decodeUndone(v)
+		if err != nil {
+			return err
 		}
+		m.Undone = ps
 	case "ptok":
 		e.Tokens[sl], _ = strconv.ParseInt(v, 10, 64)
 		return nil

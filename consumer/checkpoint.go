@@ -61,18 +61,14 @@ func (s *shardTrack) watermark() transport.Position {
 }
 
 // mark is what a checkpoint records of the shard: the watermark, and above
-// it the unfinished tasks up to checkpoint.MaxUndone of them (beyond, High
-// stops at the first one not listed).
+// it every unfinished task (Options.MaxPending bounds them), so that a
+// handover does again only what was not finished.
 func (s *shardTrack) mark() checkpoint.Mark {
 	if s.head == nil {
 		return checkpoint.Mark{Low: s.next, High: s.next}
 	}
 	m := checkpoint.Mark{Low: s.head.m.Position, High: s.next}
 	for t := s.head.after; t != nil; t = t.after {
-		if len(m.Undone) == checkpoint.MaxUndone {
-			m.High = t.m.Position
-			break
-		}
 		m.Undone = append(m.Undone, t.m.Position)
 	}
 	return m
