@@ -68,6 +68,9 @@ func (s *shardTrack) mark() checkpoint.Mark {
 		return checkpoint.Mark{Low: s.next, High: s.next}
 	}
 	m := checkpoint.Mark{Low: s.head.m.Position, High: s.next}
+	if s.n > 1 {
+		m.Undone = make([]transport.Position, 0, s.n-1)
+	}
 	for t := s.head.after; t != nil; t = t.after {
 		m.Undone = append(m.Undone, t.m.Position)
 	}
