@@ -120,7 +120,6 @@ func TestChangingTheIntervalGoesOnWhereTheGroupStopped(t *testing.T) {
 	}
 	run := func(n int, interval time.Duration, until func() bool) {
 		var stops []func()
-		var leases []*partition.Lease
 		for range n {
 			l, err := partition.New(server(t).Client(), partition.Options{Name: name, Interval: interval})
 			if err != nil {
@@ -130,7 +129,6 @@ func TestChangingTheIntervalGoesOnWhereTheGroupStopped(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			leases = append(leases, l)
 			stops = append(stops, run(t, c))
 		}
 		waitFor(t, "the tasks", until)

@@ -281,13 +281,6 @@ func (s *sched) due(now time.Time, out []*idQueue) []*idQueue {
 	return out
 }
 
-// after settles q's first task by its attempt's verdict.
-func (s *sched) after(q *idQueue, v verdict, at time.Time) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.afterLocked(q, v, at)
-}
-
 func (s *sched) afterLocked(q *idQueue, v verdict, at time.Time) {
 	switch v {
 	case finished:

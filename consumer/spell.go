@@ -42,6 +42,3 @@ func (s *spell) end() (failures int64, lasted time.Duration, ok bool) {
 	}
 	return failures, time.Since(s.since), true
 }
-
-// failing reports whether a spell is on.
-func (s *spell) failing() bool { return s.n.Load() > 0 }

@@ -7,7 +7,6 @@ import (
 	"os"
 	"slices"
 	"strconv"
-	"strings"
 	"testing"
 	"text/tabwriter"
 	"time"
@@ -87,22 +86,6 @@ func (g *benchGroup) untilSettled(step, limit time.Duration, k int) (took, idle 
 }
 
 func (g *benchGroup) stop() { g.remove(len(g.ws)) }
-
-func evalCalls(srv *redistest.Server) int64 {
-	var n int64
-	for _, cmd := range []string{"cmdstat_evalsha", "cmdstat_eval"} {
-		v := srv.InfoSection("commandstats", cmd)
-		if i := strings.Index(v, "calls="); i >= 0 {
-			s := v[i+6:]
-			if j := strings.IndexByte(s, ','); j >= 0 {
-				s = s[:j]
-			}
-			c, _ := strconv.ParseInt(s, 10, 64)
-			n += c
-		}
-	}
-	return n
-}
 
 func stats(xs []float64) (median, maxv float64) {
 	slices.Sort(xs)

@@ -110,7 +110,7 @@ func taskSpan(t *testing.T, parent trace.SpanContext, spans []sdktrace.ReadOnlyS
 		}
 		got := map[string]string{}
 		for _, a := range s.Attributes() {
-			got[string(a.Key)] = a.Value.Emit()
+			got[string(a.Key)] = a.Value.String()
 		}
 		for _, k := range []string{"nandi.group", "nandi.index", "nandi.replicas", "nandi.token", "nandi.key", "nandi.shard", "nandi.position"} {
 			if _, ok := got[k]; !ok {
