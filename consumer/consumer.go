@@ -49,6 +49,7 @@ type Consumer struct {
 
 	worker  string                    // the worker id of presence
 	lastErr atomic.Pointer[lastError] // the last failed attempt, for presence
+	carried atomic.Pointer[carried]   // first-taken times of the last term's unfinished tasks
 
 	seenMu    sync.Mutex
 	seen      int64                // the newest checkpoint epoch seen

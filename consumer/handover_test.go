@@ -261,3 +261,44 @@ func TestFailingIDWithManyQueuedTasksCostsOnlyItself(t *testing.T) {
 	tl := g.exactlyOnce(ids, 1, "7")
 	t.Logf("figures: %d repeats of other tasks at a handover 2 -> 3 with id 7 failing and %d of its tasks queued behind it", tl.repeats, queued)
 }
+
+// The age of the oldest unfinished task grows across a rebalance when
+// its worker keeps the share (indexes are sticky): a task stuck failing
+// for longer than the group has been stable shows as such, so an alert on
+// it fires in a fleet that rebalances often.
+func TestOldestUnfinishedAgeSurvivesARebalance(t *testing.T) {
+	log := memory.NewLog(1)
+	var failing atomic.Int64
+	g := newGroup(t, log.Source, consumer.Options{Concurrency: 4, RetryMin: time.Millisecond, RetryMax: 20 * time.Millisecond},
+		func(int, *partition.Lease) consumer.Handler {
+			return func(ctx context.Context, m *transport.Message) error {
+				if m.Key == "7" {
+					failing.Add(1)
+					return errors.New("always fails")
+				}
+				return nil
+			}
+		})
+	for range 2 {
+		g.start()
+	}
+	g.settle()
+	for x := range 100 {
+		log.Append(fmtInt(x), []byte(fmtInt(x)+"/0"))
+	}
+	waitFor(t, "7/0 failing", func() bool { return failing.Load() > 2 })
+	time.Sleep(2 * hostileInterval)
+	joined := time.Now()
+	w3 := g.start()
+	g.settle()
+	time.Sleep(2 * hostileInterval)
+	var oldest time.Duration
+	for w := 1; w <= w3; w++ {
+		for _, d := range g.worker(w).c.Stats().Oldest {
+			oldest = max(oldest, d)
+		}
+	}
+	if since := time.Since(joined); oldest <= since {
+		t.Errorf("the failing task's age is %v after a rebalance %v ago; want it older than the rebalance (it has failed since before)", oldest, since)
+	}
+}

@@ -280,6 +280,7 @@ func (c *Consumer) drain(tr *term, shutdown bool) {
 	c.abandon(tr.s.join())
 	if tr.info.Log {
 		c.writeCheckpoint(tr)
+		c.carry(tr)
 	}
 	c.drains.Observe(time.Since(start))
 	tr.log.Info("drained", "took", time.Since(start))

@@ -41,7 +41,9 @@ type Stats struct {
 	// finished: queued, running or waiting to retry (at most MaxPending).
 	Pending int64
 	// Oldest is, per shard of the term being served, how long its oldest
-	// unfinished task has waited since it was taken (0 when none); nil
+	// unfinished task has waited since this worker first took it (0 when
+	// none), across its terms: a task a term left unfinished and the next
+	// gives back to the same worker (indexes are sticky) keeps its age. Nil
 	// when nothing is being served. A task that keeps failing shows here.
 	Oldest []time.Duration
 

@@ -188,7 +188,7 @@ func consumerCollectorOf(group string, stats func() consumer.Stats, positions fu
 		overdue:          d("overdue_handlers", "Handlers still running after their term ended, their context cancelled."),
 		overdueTotal:     d("overdue_handlers_total", "Handlers that outlived their term."),
 		pending:          d("pending", "Tasks taken and not finished: queued, running, waiting to retry."),
-		oldest:           d("oldest_unfinished_seconds", "Age of the oldest unfinished task of the term served, per shard.", "shard"),
+		oldest:           d("oldest_unfinished_seconds", "Age of the oldest unfinished task of the share served, per shard, since this worker first took it (kept across its terms).", "shard"),
 		unserved:         d("unserved", "1 while a term is held but its checkpoints or source cannot be opened."),
 		openFailures:     d("open_failures_total", "Failed opens of the checkpoints or the source (retried while the term lasts)."),
 		fetchFailures:    d("fetch_failures_total", "Failed fetches (retried with backoff)."),
