@@ -28,6 +28,20 @@ type Cell struct {
 	Generation bool `json:"generation,omitempty"`
 }
 
+// Change is a change the page lists under the strip: a rebalance (the
+// count of registrations changed between two closed intervals) with the
+// workers that joined or left around it, as the polls saw their presence.
+type Change struct {
+	At       time.Time `json:"at"`
+	Interval int64     `json:"interval"` // the closed interval whose count changed, or the last closed one when only workers did
+	From     int       `json:"from"`     // the count before
+	To       int       `json:"to"`
+	Workers  []string  `json:"workers,omitempty"` // "joined: a, b", "left: c"
+}
+
+// maxChanges is how many changes a snapshot lists.
+const maxChanges = 20
+
 // Row is one index of the current mapping and the worker holding it.
 type Row struct {
 	Index  int              `json:"index"`
@@ -43,6 +57,7 @@ type Snapshot struct {
 	Replicas int               `json:"replicas"` // of the last closed interval
 	Mapping  []Row             `json:"mapping"`
 	Standby  []presence.Record `json:"standby"` // workers holding nothing of that mapping
+	Changes  []Change          `json:"changes"` // the last changes, newest first
 	Plan     *Plan             `json:"plan,omitempty"`
 	Since    time.Time         `json:"watching_since"` // when this server began keeping the strip
 	At       time.Time         `json:"at"`
@@ -59,6 +74,8 @@ type tracker struct {
 	cells   map[int64]*Cell
 	lastGen string
 	rtts    []time.Duration // the last round trips to the store (PING)
+	seen    map[string]bool // the workers of the last poll (nil before the first)
+	changes []Change        // oldest first
 
 	latest  *Snapshot
 	changed chan struct{} // closed and replaced when latest changes
@@ -128,8 +145,12 @@ func (tk *tracker) poll(ctx context.Context, c redis.UniversalClient) *Snapshot 
 		}
 	}
 	tk.observe(st)
+	tk.noteChanges(st, snap.At)
 	snap.Status = st
 	snap.Strip = tk.strip()
+	for i := len(tk.changes) - 1; i >= 0; i-- {
+		snap.Changes = append(snap.Changes, tk.changes[i])
+	}
 	for _, x := range st.Counts {
 		if x.Interval == st.Current-1 {
 			snap.Replicas = x.Count
@@ -171,6 +192,50 @@ func (tk *tracker) observe(st *Status) {
 		for _, k := range keys[:len(keys)-stripLen] {
 			delete(tk.cells, k)
 		}
+	}
+}
+
+// noteChanges records a rebalance (the last two closed counts differ) and
+// the workers that joined or left since the last poll, merged into one
+// change when they are within two intervals of each other (a worker's
+// presence and its registration land an interval or so apart).
+func (tk *tracker) noteChanges(st *Status, at time.Time) {
+	counts := map[int64]int{}
+	for _, x := range st.Counts {
+		if x.Closed {
+			counts[x.Interval] = x.Count
+		}
+	}
+	last := st.Current - 1
+	to, ok1 := counts[last]
+	from, ok2 := counts[last-1]
+	workers := membership(tk.seen, st.Workers)
+	tk.seen = map[string]bool{}
+	for _, r := range st.Workers {
+		tk.seen[r.Worker] = true
+	}
+	var prev *Change
+	if n := len(tk.changes); n > 0 {
+		prev = &tk.changes[n-1]
+	}
+	rebalance := ok1 && ok2 && from != to && (prev == nil || prev.Interval != last || prev.From == prev.To)
+	if !rebalance && len(workers) == 0 {
+		return
+	}
+	if prev != nil && last-prev.Interval <= 2 && (!rebalance || prev.From == prev.To) {
+		if rebalance {
+			prev.Interval, prev.From, prev.To = last, from, to
+		}
+		prev.Workers = append(prev.Workers, workers...)
+		return
+	}
+	c := Change{At: at, Interval: last, From: to, To: to, Workers: workers}
+	if rebalance {
+		c.From = from
+	}
+	tk.changes = append(tk.changes, c)
+	if len(tk.changes) > maxChanges {
+		tk.changes = tk.changes[1:]
 	}
 }
 

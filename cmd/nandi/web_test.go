@@ -159,8 +159,9 @@ func TestWebPageInABrowser(t *testing.T) {
 	}
 	g.start("mail-sender-7f9c-d")
 	if err := chromedp.Do(ctx, rows(4), poll(`document.querySelectorAll("#strip .cell.rebalance").length > 0`, 10*time.Second),
-		poll(`document.querySelectorAll("#strip .cell.down").length > 0`, 10*time.Second)); err != nil {
-		t.Fatalf("after a fourth worker joined, the page never showed 4 rows, a rebalance mark and a stand-down: %v", err)
+		poll(`document.querySelectorAll("#strip .cell.down").length > 0`, 10*time.Second),
+		poll(`Array.from(document.querySelectorAll("#changes li.rebalance")).some(li => /3 \u2192 4.*joined: mail-sender-7f9c-d/.test(li.textContent))`, 10*time.Second)); err != nil {
+		t.Fatalf("after a fourth worker joined, the page never showed 4 rows, a rebalance mark, a stand-down and the change 3 -> 4 with who joined: %v", err)
 	}
 	if loaded, err := chromedp.Run(ctx, chromedp.Evaluate[int](`window.__loaded || 0`)); err != nil || loaded != 1 {
 		t.Errorf("the page was reloaded to show the change; want it live")

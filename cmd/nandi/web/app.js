@@ -76,6 +76,17 @@ function renderStrip(snap) {
     cells.length + " intervals; kept since " + new Date(snap.watching_since).toLocaleTimeString();
 }
 
+function renderChanges(snap) {
+  const cs = snap.changes || [];
+  document.getElementById("changes-wrap").hidden = cs.length === 0;
+  document.getElementById("changes").replaceChildren(...cs.map(c => {
+    const what = c.from !== c.to ? "rebalance " + c.from + " \u2192 " + c.to : "membership";
+    return el("li", c.from !== c.to ? "rebalance" : null,
+      el("time", null, new Date(c.at).toLocaleTimeString()), " interval " + c.interval + ": " + what +
+      ((c.workers || []).length ? "; " + c.workers.join("; ") : ""));
+  }));
+}
+
 function renderMapping(snap) {
   const now = Date.parse(snap.at);
   const rows = snap.mapping || [];
@@ -155,6 +166,7 @@ function render(snap) {
   err.hidden = !snap.error;
   err.textContent = snap.error || "";
   renderStrip(snap);
+  renderChanges(snap);
   if (!snap.status) return;
   renderMapping(snap);
   renderEpochs(snap.status);
