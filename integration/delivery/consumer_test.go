@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nandi-go/nandi/checkpoint"
 	"github.com/nandi-go/nandi/consumer"
 	"github.com/nandi-go/nandi/internal/redistest"
 	"github.com/nandi-go/nandi/partition"
@@ -26,6 +27,9 @@ type handling struct {
 	start, end time.Time
 	held       partition.Assignment
 	owned      bool
+	shard      int
+	pos        transport.Position
+	ctxAt      time.Time // the deadline of the handler's context
 }
 
 // fleet is a group of consumers over one source, each with its own lease
@@ -68,7 +72,8 @@ func (f *fleet) start() int {
 		a, ok := l.Current()
 		x, _ := strconv.Atoi(m.Key)
 		seq, _ := strconv.Atoi(strings.TrimPrefix(string(m.Payload), m.Key+"/"))
-		r := handling{worker: id, id: x, seq: seq, start: time.Now(), held: a, owned: ok && a.Owns(uint64(x))}
+		r := handling{worker: id, id: x, seq: seq, start: time.Now(), held: a, owned: ok && a.Owns(uint64(x)), shard: m.Shard, pos: m.Position}
+		r.ctxAt, _ = ctx.Deadline()
 		if f.work != nil {
 			f.work()
 		}
@@ -118,6 +123,7 @@ func (f *fleet) check(ids, each int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	seen := make(map[[2]int]handling, ids*each)
+	var dups []handling // the first handlings of tasks handled twice
 	last := map[int]handling{}
 	bad := 0
 	report := func(format string, args ...any) {
@@ -130,8 +136,12 @@ func (f *fleet) check(ids, each int) {
 			report("worker %d handled id %d/%d holding %+v: not its task at that moment", r.worker, r.id, r.seq, r.held)
 		}
 		k := [2]int{r.id, r.seq}
+		if p, dup := seen[k]; dup && len(dups) < 3 {
+			dups = append(dups, p)
+		}
 		if p, dup := seen[k]; dup {
-			report("id %d seq %d handled twice: by worker %d (%+v) and by worker %d (%+v)", r.id, r.seq, p.worker, p.held, r.worker, r.held)
+			report("id %d seq %d (shard %d position %v) handled twice: by worker %d (%+v, ended %s, %s before its context's deadline) and by worker %d (%+v, started %s)",
+				r.id, r.seq, r.shard, r.pos, p.worker, p.held, p.end.Format("15:04:05.000"), p.ctxAt.Sub(p.end), r.worker, r.held, r.start.Format("15:04:05.000"))
 		}
 		seen[k] = r
 		if p, ok := last[r.id]; ok {
@@ -156,6 +166,23 @@ func (f *fleet) check(ids, each int) {
 	}
 	if missing > 0 || bad > 0 {
 		f.t.Errorf("%d of %d messages missing, %d violations", missing, ids*each, bad)
+	}
+	if len(dups) > 0 && f.srv != nil {
+		// What the ledger says of the first handlers' marks.
+		st, err := checkpoint.NewRedis(f.srv.Client(), f.opts.Name).Read(context.Background())
+		if err != nil || st.Current == nil {
+			f.t.Logf("reading the ledger: %v", err)
+			return
+		}
+		for _, d := range dups {
+			for _, e := range st.History {
+				if e.R == d.held.Replicas {
+					m := e.Mark(d.shard, d.held.Index)
+					f.t.Logf("epoch %d (R %d, token %d): index %d's mark of shard %d: Low %v High %v, %d undone; position %v done by it: %v",
+						e.N, e.R, e.Token, d.held.Index, d.shard, m.Low, m.High, len(m.Undone), d.pos, m.Done(d.pos))
+				}
+			}
+		}
 	}
 }
 
