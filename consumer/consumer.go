@@ -21,6 +21,12 @@ import (
 // A nil error means the task is done; an error marked with Permanent sends
 // it to DeadLetter (or skips it) at once; any other error is retried (see
 // Options.MaxAttempts). A panic is recovered and is a failed attempt.
+//
+// A handler's effect has a boundary: the instant it is committed (an SMTP
+// server accepted DATA, a transaction committed, an endpoint answered
+// 2xx). From then on the handler returns nil: an error from cleanup after
+// it (QUIT, Close, a context that ended meanwhile) would have the task
+// done again, and its effect repeated.
 type Handler func(ctx context.Context, m *transport.Message) error
 
 // Consumer pairs a source with a lease and the filter

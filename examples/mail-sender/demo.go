@@ -69,6 +69,12 @@ func messageID(key string) string { return "<mail-" + key + "@nandi.example>" }
 
 // send sends one mail over SMTP, within ctx: the handler's context ends
 // when the lease runs out, and the mail must not go out after that.
+//
+// The mail's effect boundary is the server's reply to DATA (wc.Close):
+// once the server has accepted the message, the mail is sent, and nothing
+// after that is a failure of the task. QUIT is a courtesy: its error (the
+// context ending in between, a server that hangs up first) is not
+// returned, or the task would be done again and the mail sent twice.
 func send(ctx context.Context, addr string, m *transport.Message) error {
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "tcp", addr)
@@ -104,9 +110,11 @@ func send(ctx context.Context, addr string, m *transport.Message) error {
 		return err
 	}
 	if err := wc.Close(); err != nil {
-		return err
+		return err // not accepted: the mail was not sent
 	}
-	return c.Quit()
+	// Sent. Past the effect boundary: cleanup errors are not failures.
+	_ = c.Quit()
+	return nil
 }
 
 // claim records that the holder of token sends mail key: a SET fenced by
