@@ -181,6 +181,32 @@ func TestLostReplyNeverCountsTwice(t *testing.T) {
 	})
 }
 
+// A new worker's first call reaches the store late, after its retry was
+// answered: more than an interval late, where the token lookup cannot see
+// the retry's registration. It must count nothing. Before the first call
+// was a probe of the server's clock, it carried no aimed interval and was
+// counted a second time whenever it landed inside a window.
+func TestLateFirstCallNeverCountsTwice(t *testing.T) {
+	for i := range 12 {
+		delay := 2*simOpts.Interval + time.Duration(i)*simOpts.Interval/12
+		t.Run(delay.String(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s := newSim(t, simOpts, 7)
+				s.startLinked(s.opts, func(k *link) { k.delayFirst = delay })
+				s.advance(delay + 3*simOpts.Interval)
+				now := time.Now().UnixMicro() / simOpts.Interval.Microseconds()
+				for n := now - 6; n < now; n++ {
+					if c := s.st.count(n); c > 1 {
+						t.Errorf("interval %d counted %d registrations of one worker; want at most 1", n, c)
+					}
+				}
+				s.stopAll()
+				s.verify()
+			})
+		})
+	}
+}
+
 func TestStoreRestartNeverProducesTwoHolders(t *testing.T) {
 	// The store restarts empty at several points of an interval, and its
 	// clock steps back across the restart by several amounts (the worst

@@ -98,7 +98,7 @@ func (s *memStore) exec(iv, ppm int64, c call) (reply, error) {
 	}
 	if !ok {
 		lo := gapMicros(iv, ppm)
-		if o < lo || o > iv-lo || (c.aimed > 0 && N > c.aimed+1) {
+		if c.aimed < 0 || o < lo || o > iv-lo || (c.aimed > 0 && N > c.aimed+1) {
 			return reply{interval: N, offset: o, now: T, gen: gen, prevCount: s.counters[N-1]}, nil
 		}
 		n = N
@@ -140,6 +140,11 @@ type link struct {
 	hold     chan struct{} // non-nil: calls block until it is closed
 	drop     bool          // the store runs the call, the reply is lost
 	down     bool          // calls fail at once
+	// delayFirst delays the worker's first call by that much more (its
+	// retries are not delayed): a first attempt that reaches the store
+	// after its retry was answered.
+	delayFirst time.Duration
+	calls      int
 }
 
 func (k *link) set(f func(k *link)) {
@@ -151,6 +156,9 @@ func (k *link) set(f func(k *link)) {
 func (k *link) register(ctx context.Context, c call) (reply, error) {
 	k.mu.Lock()
 	req, rep, hold, drop, down := k.reqDelay, k.repDelay, k.hold, k.drop, k.down
+	if k.calls++; k.calls == 1 {
+		req += k.delayFirst
+	}
 	if k.jitter > 0 {
 		req += time.Duration(k.rnd.Int64N(int64(k.jitter)))
 	}

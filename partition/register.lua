@@ -17,8 +17,11 @@
 -- ARGV[2]  gap in parts per million
 -- ARGV[3]  token of this registration
 -- ARGV[4]  a random value, kept as the group's nonce when there is none
--- ARGV[5]  the interval the registration was aimed at (0: unknown); a
---          registration that arrives after the next one is not counted
+-- ARGV[5]  the interval the registration was aimed at; a registration
+--          that arrives after the next one is not counted. -1: a probe of
+--          the server's clock (a new worker's first call, which cannot aim
+--          yet): answered with the time, never counted. 0: unknown
+--          (counted wherever it lands; the lease never sends it)
 -- ARGV[6]  the 0-based index this worker got in its last registration (-1: none)
 -- ARGV[7]  the token of that registration ("" when none)
 --
@@ -73,6 +76,11 @@ redis.call('PEXPIRE', key, math.ceil(10 * I / 1000))
 local function count(m) return tonumber(redis.call('HGET', key, 'c:' .. fmt(m)) or '0') end
 local function idle()
   return {'time', N, o, T, gen, count(N - 1)}
+end
+
+-- A probe counts nothing, however late it arrives.
+if ARGV[5] == '-1' then
+  return idle()
 end
 
 -- A token registers once: a retry whose first attempt ran returns that.

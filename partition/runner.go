@@ -133,7 +133,13 @@ func (r *runner) attempt() {
 	ctx, ictx := r.ctx, l.opts.Interval
 	results := r.results
 	at := r.nextAt
-	c := call{token: tok, want: -1}
+	// A worker that knows nothing of the server's clock yet (its first
+	// call) cannot aim: the call is a probe, answered with the time and
+	// counted nowhere, however late it arrives. Every registration is
+	// aimed, so one that arrives after the interval it was aimed at and
+	// the next (where the token lookup would find its retry) counts
+	// nothing either.
+	c := call{token: tok, want: -1, aimed: probe}
 	if len(r.clock.samples) > 0 {
 		c.aimed = r.clock.server(at) / l.iv
 	}

@@ -245,3 +245,33 @@ func TestDelayedRegistrationNeverCountsTwice(t *testing.T) {
 		t.Errorf("interval %d counted %d; want 0", first.interval+2, c)
 	}
 }
+
+// A probe (a new worker's first call, which cannot aim yet) is answered
+// with the server's time and counted nowhere, inside the window or not.
+func TestProbeCountsNothing(t *testing.T) {
+	s := redistest.Start(t)
+	const iv = 200 * time.Millisecond
+	st := scriptStore(t, s, "probe", iv)
+	lo := gapMicros(iv.Microseconds(), gapPPM(DefaultGap))
+	inside := 0
+	for inside < 3 {
+		r, err := st.register(context.Background(), call{token: "w.1", nonce: "nonce", aimed: probe, want: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.registered {
+			t.Fatalf("a probe registered in interval %d", r.interval)
+		}
+		if r.now == 0 || r.gen == "" {
+			t.Fatalf("a probe answered %+v; want the server's time and generation", r)
+		}
+		if r.offset >= lo && r.offset <= iv.Microseconds()-lo {
+			inside++
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	counts, tokens, _ := fields(t, s, "probe")
+	if len(counts) != 0 || len(tokens) != 0 {
+		t.Errorf("probes left counts %v and tokens %v; want none", counts, tokens)
+	}
+}

@@ -92,11 +92,18 @@ func (s *sim) record(id int, ev traceEvent) {
 	}
 }
 
-func (s *sim) start(opts Options) *simWorker {
+func (s *sim) start(opts Options) *simWorker { return s.startLinked(opts, nil) }
+
+// startLinked starts a worker whose link setup has set up before its first
+// call.
+func (s *sim) startLinked(opts Options, setup func(*link)) *simWorker {
 	s.next++
 	id := s.next
 	iv := opts.Interval.Microseconds()
 	k := &link{s: s.st, iv: iv, ppm: gapPPM(opts.Gap), rnd: rand.New(rand.NewPCG(s.seed^0x9e3779b97f4a7c15, uint64(id)))}
+	if setup != nil {
+		setup(k)
+	}
 	l := newLease(k, opts)
 	l.rnd = rand.New(rand.NewPCG(s.seed, uint64(id)))
 	l.trace = func(ev traceEvent) { s.record(id, ev) }

@@ -18,7 +18,7 @@ type Stats struct {
 	Calls         int64 // registration calls answered (registered or not)
 	Registrations int64 // calls the group counted: one per interval in a steady group
 	Retries       int64 // calls that repeated a registration no answer had come for (a retry whose first attempt ran gets its answer, and counts nothing)
-	Misses        int64 // calls answered outside the window (a new worker's first, or a late one): nothing counted
+	Misses        int64 // calls that counted nothing: a new worker's first (a probe of the server's clock), or one answered outside the window
 	Failures      int64 // calls that failed: network errors, timeouts, WAIT not acknowledged
 	Refusals      int64 // calls refused because the group runs with other settings
 	Acquired      int64 // terms begun

@@ -32,10 +32,12 @@ type reply struct {
 type call struct {
 	token string // the registration's token: a retry carries the same one
 	nonce string // a random value, kept as the group's nonce if it has none
-	// aimed is the interval the registration was aimed at (0: unknown). A
-	// request that arrives after aimed+1 (delayed in the network, or a
-	// retry of a client) is not counted: the token lookup, which covers
-	// retries within the next interval, cannot see further back.
+	// aimed is the interval the registration was aimed at; probe (-1): a
+	// probe of the server's clock, answered and never counted. A request
+	// that arrives after aimed+1 (delayed in the network, or a retry of a
+	// client) is not counted: the token lookup, which covers retries
+	// within the next interval, cannot see further back. 0 (unknown) is
+	// counted wherever it lands: the runner never sends it.
 	aimed int64
 	// want is the index this worker got in its last registration (-1:
 	// none), and prevToken that registration's token: the script keeps
@@ -43,6 +45,9 @@ type call struct {
 	want      int
 	prevToken string
 }
+
+// probe is call.aimed for a call that only reads the server's clock.
+const probe = -1
 
 // store is what the lease needs of Redis: one registration call with the
 // script's semantics. The real one is redisStore; tests use an in-memory one.
