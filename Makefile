@@ -55,7 +55,8 @@ lint:
 
 # Every fuzzer for FUZZTIME each (go test -fuzz takes one at a time).
 FUZZTIME ?= 30s
-FUZZERS := ./partition/:FuzzOptionsValidate ./consumer/:FuzzOptionsValidate ./consumer/:FuzzID \
+FUZZERS := ./partition/:FuzzOptionsValidate ./partition/:FuzzParseGroup ./checkpoint/:FuzzParse \
+	./consumer/:FuzzOptionsValidate ./consumer/:FuzzID \
 	./transport/:FuzzParsePosition ./transport/redisstream/:FuzzMessage ./transport/kafkatopic/:FuzzMessage \
 	./transport/natscore/:FuzzMessage ./transport/natsjs/:FuzzMessage ./transport/watermillsub/:FuzzMessage
 fuzz:

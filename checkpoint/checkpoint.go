@@ -128,23 +128,28 @@ type State struct {
 	ceiling []transport.Position // per shard, at or above every mark of the history
 }
 
-// index computes the ceiling Done checks first.
+// index computes the ceiling Done checks first: per shard, the highest
+// start and the highest Low or High of a written mark, in every epoch of
+// the history (a mark not written is {Start, Start}), so its cost is that
+// of the ledger's fields, not epochs x shards x replicas.
 func (st *State) index() {
 	st.ceiling = nil
 	if st.Current == nil {
 		return
 	}
 	st.ceiling = make([]transport.Position, len(st.Current.Start))
-	for s := range st.ceiling {
-		for _, e := range st.History {
-			for k := range e.R {
-				m := e.Mark(s, k)
-				for _, p := range []transport.Position{m.Low, m.High} {
-					if st.ceiling[s].Less(p) {
-						st.ceiling[s] = p
-					}
-				}
-			}
+	raise := func(s int, p transport.Position) {
+		if s < len(st.ceiling) && st.ceiling[s].Less(p) {
+			st.ceiling[s] = p
+		}
+	}
+	for _, e := range st.History {
+		for s, p := range e.Start {
+			raise(s, p)
+		}
+		for sl, m := range e.Marks {
+			raise(sl.Shard, m.Low)
+			raise(sl.Shard, m.High)
 		}
 	}
 }

@@ -39,6 +39,12 @@
 //     between), and State.Lost says so; a ledger older than what the
 //     worker saw is State.Behind. Work may then be done again; none is
 //     skipped.
+//   - Refused, never trusted, when damaged: a ledger whose counts or
+//     fields no script writes (an epoch of 10^12 replicas, a mark at
+//     shard -1) is ErrCorrupt naming the field, from Open (whose script
+//     checks what it loops over before writing anything) and Read alike;
+//     no panic, no unbounded allocation, no script looping for hours.
+//     FuzzParse reads hostile hashes.
 //   - Exact: package consumer lists every unfinished task in Undone (its
 //     Options.MaxPending bounds them), stored compactly (the first position
 //     whole, each next one relative to it: about 4 bytes each), so a clean

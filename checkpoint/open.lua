@@ -28,7 +28,9 @@
 -- "new", "lost" (no ledger though the worker saw epoch ARGV[5]: it was
 -- recreated at that epoch's start) or "behind" (the current epoch is older
 -- than the one the worker saw). fields is the ledger after the open, as
--- HGETALL returns it.
+-- HGETALL returns it. {"corrupt", 0, "field = value"}: an epoch's replicas
+-- or shards are not a whole number from 1 to 65536, or the two multiply
+-- past 1048576 (nothing was written).
 local key = KEYS[1]
 local r = tonumber(ARGV[1])
 local tok = tonumber(ARGV[2])
@@ -77,11 +79,27 @@ if not cur then
   stamp(n)
   return reply('new', n, why)
 end
+-- The counts the script loops over (every epoch's replicas and shards)
+-- are checked before anything is written: a damaged ledger is refused
+-- ("corrupt", naming the field), never looped over a billion times.
+local function count(f)
+  local n = tonumber(get(f))
+  if not n or n < 1 or n > 65536 or n % 1 ~= 0 then return nil end
+  return n
+end
+local function corrupt(f) return {'corrupt', 0, f .. ' = ' .. tostring(get(f))} end
+if not tonumber(cur) then return corrupt('cur') end
 cur = tonumber(cur)
+for h in string.gmatch((get('hist') or '') .. ' ' .. cur, '%d+') do
+  for _, f in ipairs({h .. ':r', h .. ':shards'}) do
+    if not count(f) then return corrupt(f) end
+  end
+  if count(h .. ':r') * count(h .. ':shards') > 1048576 then return corrupt(h .. ':shards') end
+end
 local why = ''
 if seen > cur then why = 'behind' end
-local rc = tonumber(get(cur .. ':r'))
-local cshards = tonumber(get(cur .. ':shards'))
+local rc = count(cur .. ':r')
+local cshards = count(cur .. ':shards')
 
 if rc == r and not anyRewound then
   if shards > cshards then -- the source grew: new shards start at their origin

@@ -109,6 +109,10 @@ func (l *Redis) Open(ctx context.Context, req OpenRequest) (*State, error) {
 	}
 	status, _ := res[0].(string)
 	why, _ := res[2].(string)
+	if status == "corrupt" {
+		f, v, _ := strings.Cut(why, " = ")
+		return nil, corrupt(f, "%q: an epoch's replicas and shards must be whole numbers from 1 to %d, at most %d marks in all", v, MaxShards, MaxSlots)
+	}
 	if status == "stale" {
 		return nil, fmt.Errorf("%w: epoch %v has replicas and token %q, this lease has %d and %d", ErrStale, res[1], why, req.Replicas, req.Token)
 	}
@@ -179,13 +183,13 @@ func parse(flat []any) (*State, error) {
 	}
 	cur, err := strconv.ParseInt(all["cur"], 10, 64)
 	if err != nil {
-		return nil, fmt.Errorf("%w: cur %q", ErrCorrupt, all["cur"])
+		return nil, corrupt("cur", "%q is not an epoch number", all["cur"])
 	}
 	byN := map[int64]*Epoch{}
 	for _, h := range strings.Fields(all["hist"]) {
 		n, err := strconv.ParseInt(h, 10, 64)
 		if err != nil {
-			return nil, fmt.Errorf("%w: hist %q", ErrCorrupt, all["hist"])
+			return nil, corrupt("hist", "%q is not a list of epoch numbers", all["hist"])
 		}
 		e, err := parseHead(all, n)
 		if err != nil {
@@ -198,7 +202,7 @@ func parse(flat []any) (*State, error) {
 		}
 	}
 	if st.Current == nil {
-		return nil, fmt.Errorf("%w: current epoch %d is not in the history %q", ErrCorrupt, cur, all["hist"])
+		return nil, corrupt("hist", "the current epoch %d is not in the history %q", cur, all["hist"])
 	}
 	for f, v := range all {
 		ns, rest, ok := strings.Cut(f, ":")
@@ -211,7 +215,7 @@ func parse(flat []any) (*State, error) {
 			continue
 		}
 		if err := e.field(rest, v); err != nil {
-			return nil, err
+			return nil, corrupt(f, "%v", err)
 		}
 	}
 	for _, e := range st.History {
@@ -221,42 +225,98 @@ func parse(flat []any) (*State, error) {
 	return st, nil
 }
 
+// MaxReplicas and MaxShards bound what a ledger may say of an epoch:
+// replicas and shards above them (and below 1) are refused as corrupt, by
+// the scripts and by the parser, so that a damaged or hostile ledger can
+// neither stall the store in a script's loop nor make a reader allocate
+// without bound. A group of thousands of workers over more than a few
+// hundred shards is far beyond what the lease is built for.
+// MaxSlots bounds their product: the marks an epoch can have, which
+// opening a new epoch reads one by one.
+const (
+	MaxReplicas = 65536
+	MaxShards   = 65536
+	MaxSlots    = 1 << 20
+)
+
+// corrupt says which field of the ledger is unreadable and why.
+func corrupt(field, format string, args ...any) error {
+	return fmt.Errorf("%w: field %q: %s (repair or delete the ledger's hash; see docs/PROTOCOL.md, \"Checkpoints\")", ErrCorrupt, field, fmt.Sprintf(format, args...))
+}
+
+// count parses a count of an epoch's head that must lie in [1, max].
+func count(all map[string]string, field string, max int) (int, error) {
+	v, ok := all[field]
+	if !ok {
+		return 0, corrupt(field, "missing: the epoch is incomplete")
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > max {
+		return 0, corrupt(field, "%q is not a whole number from 1 to %d", v, max)
+	}
+	return n, nil
+}
+
 func parseHead(all map[string]string, n int64) (*Epoch, error) {
 	p := strconv.FormatInt(n, 10) + ":"
 	e := &Epoch{N: n, Marks: map[Slot]Mark{}, Tokens: map[Slot]int64{}, Opened: map[int]int64{}}
-	e.R, _ = strconv.Atoi(all[p+"r"])
-	e.Token, _ = strconv.ParseInt(all[p+"tok"], 10, 64)
-	shards, _ := strconv.Atoi(all[p+"shards"])
-	if e.R < 1 || shards < 1 {
-		return nil, fmt.Errorf("%w: epoch %d is incomplete", ErrCorrupt, n)
+	var err error
+	if e.R, err = count(all, p+"r", MaxReplicas); err != nil {
+		return nil, err
 	}
+	shards, err := count(all, p+"shards", MaxShards)
+	if err != nil {
+		return nil, err
+	}
+	if e.R*shards > MaxSlots {
+		return nil, corrupt(p+"shards", "%d shards of %d replicas is over %d marks", shards, e.R, MaxSlots)
+	}
+	e.Token, _ = strconv.ParseInt(all[p+"tok"], 10, 64)
 	e.Start = make([]transport.Position, shards)
 	for s := range shards {
-		x, err := decode(all[p+"start:"+strconv.Itoa(s)])
+		f := p + "start:" + strconv.Itoa(s)
+		v, ok := all[f]
+		if !ok {
+			return nil, corrupt(f, "missing: the epoch has %d shards", shards)
+		}
+		x, err := decode(v)
 		if err != nil {
-			return nil, err
+			return nil, corrupt(f, "%v", err)
 		}
 		e.Start[s] = x
 	}
 	return e, nil
 }
 
-// field reads one field "kind:..." of the epoch.
+// field reads one field "kind:..." of the epoch. Shards and indexes
+// outside the epoch are errors: nothing the scripts write has them.
 func (e *Epoch) field(rest, v string) error {
 	kind, slot, _ := strings.Cut(rest, ":")
 	ss, ks, two := strings.Cut(slot, ":")
 	s, err1 := strconv.Atoi(ss)
 	k, err2 := strconv.Atoi(ks)
-	switch {
-	case kind == "otok" && err1 == nil:
+	switch kind {
+	case "otok":
+		if err1 != nil || two || s < 0 || s >= e.R {
+			return fmt.Errorf("index %q outside the epoch's 0..%d", slot, e.R-1)
+		}
 		e.Opened[s], _ = strconv.ParseInt(v, 10, 64)
 		return nil
-	case !two || err1 != nil || err2 != nil:
+	case "pos", "top", "und", "ptok":
+		switch {
+		case !two || err1 != nil || err2 != nil:
+			return fmt.Errorf("%q is not shard:index", slot)
+		case s < 0 || s >= len(e.Start):
+			return fmt.Errorf("shard %d outside the epoch's 0..%d", s, len(e.Start)-1)
+		case k < 0 || k >= e.R:
+			return fmt.Errorf("index %d outside the epoch's 0..%d", k, e.R-1)
+		}
+	default:
 		return nil // a field of the epoch itself (r, tok, shards, start)
 	}
 	sl := Slot{s, k}
 	m, ok := e.Marks[sl]
-	if !ok && s < len(e.Start) {
+	if !ok {
 		m = Mark{Low: e.Start[s]}
 	}
 	switch kind {
@@ -288,9 +348,27 @@ func (e *Epoch) field(rest, v string) error {
 	return nil
 }
 
+// maxGrid is the most marks an epoch keeps in its grid (a slice per
+// shard, for Mark's lookups on the per-message path); a larger epoch
+// answers Mark from its map of written marks.
+const maxGrid = 1 << 16
+
 // index settles the marks read field by field (a High below Low means
-// none was written) and builds the grid Mark reads.
+// none was written; Undone outside (Low, High) is dropped: such a task is
+// not done) and builds the grid Mark reads.
 func (e *Epoch) index() {
+	for sl, m := range e.Marks {
+		if m.High.Less(m.Low) {
+			m.High = m.Low
+		}
+		slices.SortFunc(m.Undone, transport.Position.Compare)
+		m.Undone = slices.DeleteFunc(m.Undone, func(p transport.Position) bool { return !m.Low.Less(p) || !p.Less(m.High) })
+		e.Marks[sl] = m
+	}
+	e.grid = nil
+	if len(e.Start)*e.R > maxGrid {
+		return
+	}
 	e.grid = make([][]Mark, len(e.Start))
 	for s := range e.grid {
 		e.grid[s] = make([]Mark, e.R)
@@ -299,13 +377,6 @@ func (e *Epoch) index() {
 		}
 	}
 	for sl, m := range e.Marks {
-		if m.High.Less(m.Low) {
-			m.High = m.Low
-		}
-		slices.SortFunc(m.Undone, transport.Position.Compare)
-		e.Marks[sl] = m
-		if sl.Shard < len(e.grid) && sl.Index < e.R {
-			e.grid[sl.Shard][sl.Index] = m
-		}
+		e.grid[sl.Shard][sl.Index] = m
 	}
 }

@@ -78,7 +78,10 @@
 // is done again. A group with no checkpoints starts at the beginning of
 // the log, or at its end with StartAtEnd; a ledger lost later is recreated
 // from the newest epoch this worker saw, never from StartAtEnd (and
-// counted in Stats.LedgerLosses).
+// counted in Stats.LedgerLosses). A ledger that cannot be read
+// (checkpoint.ErrCorrupt) is served not at all: the worker logs it at
+// Error, counts it (Stats.CorruptLedger), and retries while its term
+// lasts, as for any open that fails.
 //
 // A log is described when a term opens it and every DescribeInterval while
 // the term is served: when it has grown shards (partitions added to a

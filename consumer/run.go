@@ -422,6 +422,16 @@ func (c *Consumer) openPersistent(ctx context.Context) transport.Reader {
 func (c *Consumer) openFailed(tr *term, err error) {
 	c.stats.openFailures.Add(1)
 	c.unserved.Store(true)
+	if errors.Is(err, checkpoint.ErrCorrupt) {
+		// Nothing of a ledger that cannot be read is served (its marks
+		// might skip work): the worker keeps its lease, keeps trying (an
+		// operator may repair or delete the hash), and says so loudly.
+		c.stats.corruptLedger.Add(1)
+		if c.opening.fail() {
+			tr.log.Error("cannot serve the index held: the checkpoint ledger is corrupt; serving nothing of it, retrying while the term lasts", "err", err)
+		}
+		return
+	}
 	if c.opening.fail() {
 		tr.log.Warn("cannot serve the index held: opening failed; retrying while the term lasts", "err", err)
 	}

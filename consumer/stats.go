@@ -28,6 +28,7 @@ type Stats struct {
 	OverdueTotal       int64 // handlers that outlived their term (see Overdue)
 	LedgerLosses       int64 // opens that found the checkpoint ledger gone or behind what this worker had seen
 	Rewinds            int64 // shards found to end below their checkpoint (a log deleted and created again): read again from their start
+	CorruptLedger      int64 // opens that found the checkpoint ledger unreadable (checkpoint.ErrCorrupt): nothing of it served, retried while the term lasts
 
 	InFlight int64 // calls into user code running now, overdue ones included
 	// Overdue is how many handlers are still running after the end of
@@ -59,6 +60,7 @@ type Stats struct {
 type stats struct {
 	handled, notOwned, doneBefore, failed, deadLetters, skipped, abandoned, unowned, checkpoints, terms    atomic.Int64
 	panics, fetchFailures, openFailures, checkpointFailures, badShard, overdueTotal, ledgerLosses, rewinds atomic.Int64
+	corruptLedger                                                                                          atomic.Int64
 }
 
 // Stats returns the counts so far.
@@ -70,7 +72,7 @@ func (c *Consumer) Stats() Stats {
 		Abandoned: s.abandoned.Load(), Unowned: s.unowned.Load(), Checkpoints: s.checkpoints.Load(), Terms: s.terms.Load(),
 		Panics: s.panics.Load(), FetchFailures: s.fetchFailures.Load(), OpenFailures: s.openFailures.Load(),
 		CheckpointFailures: s.checkpointFailures.Load(), BadShard: s.badShard.Load(), OverdueTotal: s.overdueTotal.Load(),
-		LedgerLosses: s.ledgerLosses.Load(), Rewinds: s.rewinds.Load(),
+		LedgerLosses: s.ledgerLosses.Load(), Rewinds: s.rewinds.Load(), CorruptLedger: s.corruptLedger.Load(),
 		InFlight: c.running.Load(), Overdue: c.overdue.Load(),
 		Drains: c.drains.Snapshot(), Handling: c.handling.Snapshot(),
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sort"
 	"strconv"
 	"strings"
@@ -50,7 +51,9 @@ if ok and type(info) == 'string' then rep = string.match(info, 'master_replid:(%
 return {all, t[1] * 1000000 + t[2], gen, rep}`)
 
 // ReadGroup reads group name's lease state from client, without changing
-// it: one script on the master.
+// it: one script on the master. A hash whose settings no lease could have
+// written (an interval below MinInterval, a gap outside (0, MaxGap]) is an
+// error that names the field.
 func ReadGroup(ctx context.Context, client redis.Scripter, name string) (*Group, error) {
 	res, err := readScript.Run(ctx, client, []string{Key(name)}).Slice()
 	if err != nil {
@@ -60,6 +63,19 @@ func ReadGroup(ctx context.Context, client redis.Scripter, name string) (*Group,
 		return nil, fmt.Errorf("partition: reading group %q: unexpected reply %v", name, res)
 	}
 	flat, _ := res[0].([]any)
+	now, _ := res[1].(int64)
+	var gens []string
+	for _, x := range res[2:] {
+		if s, _ := x.(string); s != "" {
+			gens = append(gens, s)
+		}
+	}
+	return parseGroup(name, flat, now, gens)
+}
+
+// parseGroup reads the group's hash (HGETALL's flat reply), the server's
+// time in microseconds and the generation's parts from the server.
+func parseGroup(name string, flat []any, now int64, gens []string) (*Group, error) {
 	all := make(map[string]string, len(flat)/2)
 	for i := 0; i+1 < len(flat); i += 2 {
 		f, _ := flat[i].(string)
@@ -69,22 +85,26 @@ func ReadGroup(ctx context.Context, client redis.Scripter, name string) (*Group,
 	if len(all) == 0 {
 		return nil, fmt.Errorf("%w: no group %q: its key %s does not exist (no worker registered in the last 10 intervals, or another database)", ErrNoGroup, name, Key(name))
 	}
-	iv, err1 := strconv.ParseInt(all["interval_us"], 10, 64)
-	ppm, err2 := strconv.ParseInt(all["gap_ppm"], 10, 64)
-	if err := errors.Join(err1, err2); err != nil || iv <= 0 {
-		return nil, fmt.Errorf("partition: group %q: unreadable settings in %s", name, Key(name))
+	unreadable := func(field string) error {
+		return fmt.Errorf("partition: group %q: unreadable settings in %s: field %q is %q, which no lease writes", name, Key(name), field, all[field])
 	}
-	T, _ := res[1].(int64)
+	iv, err := strconv.ParseInt(all["interval_us"], 10, 64)
+	if err != nil || iv < MinInterval.Microseconds() || iv > math.MaxInt64/1000 {
+		return nil, unreadable("interval_us")
+	}
+	ppm, err := strconv.ParseInt(all["gap_ppm"], 10, 64)
+	if err != nil || ppm <= 0 || ppm > gapPPM(MaxGap) {
+		return nil, unreadable("gap_ppm")
+	}
+	T := max(now, 0)
 	if tmax, err := strconv.ParseInt(all["tmax_us"], 10, 64); err == nil && tmax > T {
 		T = tmax
 	}
 	g := &Group{Name: name, Interval: time.Duration(iv) * time.Microsecond, Gap: float64(ppm) / 1e6,
 		ServerTime: time.UnixMicro(T).UTC(), Current: T / iv, Offset: time.Duration(T%iv) * time.Microsecond}
 	g.Generation = all["nonce"]
-	for _, x := range res[2:] {
-		if s, _ := x.(string); s != "" {
-			g.Generation += ":" + s
-		}
+	for _, x := range gens {
+		g.Generation += ":" + x
 	}
 	for f, v := range all {
 		if n, ok := strings.CutPrefix(f, "c:"); ok {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -28,6 +29,9 @@ type Status struct {
 	Generation string        `json:"generation"`
 	Counts     []Count       `json:"counts"` // newest first
 	Epochs     []EpochStatus `json:"epochs,omitempty"`
+	// LedgerError says why the checkpoint ledger could not be read (a
+	// corrupt field, named); the rest of the status is still shown.
+	LedgerError string `json:"ledger_error,omitempty"`
 	// Workers are the presence records of the group's workers (package
 	// presence), holders first by index.
 	Workers []presence.Record `json:"workers"`
@@ -63,7 +67,11 @@ func readStatus(ctx context.Context, c redis.UniversalClient, group string) (*St
 		s.Counts = append(s.Counts, Count{Interval: x.Interval, Count: x.Count, Closed: x.Closed})
 	}
 	st, err := checkpoint.NewRedis(c, group).Read(ctx)
-	if err != nil {
+	switch {
+	case errors.Is(err, checkpoint.ErrCorrupt):
+		s.LedgerError = err.Error()
+		st = &checkpoint.State{}
+	case err != nil:
 		return nil, err
 	}
 	for _, e := range st.History {
@@ -101,6 +109,10 @@ func printStatus(w io.Writer, s *Status) {
 	tw.Flush()
 	fmt.Fprintln(w)
 	printWorkers(w, s)
+	if s.LedgerError != "" {
+		fmt.Fprintf(w, "\ncheckpoints unreadable: %s\n", clean(s.LedgerError))
+		return
+	}
 	if len(s.Epochs) == 0 {
 		fmt.Fprintln(w, "\nno checkpoints (the group reads no log, or has not started)")
 		return

@@ -123,6 +123,9 @@ function renderMapping(snap) {
 }
 
 function renderEpochs(st) {
+  const le = document.getElementById("ledger-error");
+  le.hidden = !st.ledger_error;
+  le.textContent = st.ledger_error || "";
   fill(document.querySelector("#epochs tbody"), (st.epochs || []).slice().reverse().map(e => {
     const keys = Object.keys(e.positions).sort((a, b) => {
       const [a1, a2] = a.split("/").map(Number), [b1, b2] = b.split("/").map(Number);
