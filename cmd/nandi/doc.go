@@ -2,7 +2,7 @@
 //
 //	nandi status -redis redis://localhost:6379 -group mail-sender [-json]
 //	nandi watch  -redis redis://localhost:6379 -group mail-sender
-//	nandi web    -redis redis://localhost:6379 [-addr 127.0.0.1:8080] [-group NAME] [-token T] [-tls-cert F -tls-key F]
+//	nandi web    -redis redis://localhost:6379 [-addr 127.0.0.1:8080] [-group NAME] [-tls-cert F -tls-key F | -tls-proxy]
 //	nandi plan   -interval 5s -gap 0.125 -rtt 2ms -jitter 1ms -workers 200 [-redis URL]
 //
 // status prints the group's settings, the counts of the intervals its hash
@@ -18,10 +18,15 @@
 // plan's verdict. It only reads (one poller per group, a quarter interval
 // apart, however many pages watch), the page is embedded in the binary, and
 // everything a worker wrote is shown as text. It listens on 127.0.0.1 by
-// default and refuses to listen beyond localhost without -token (or
-// NANDI_WEB_TOKEN), which every request must then carry as a bearer token
-// (or as the cookie that opening the page once with ?token= sets);
-// -tls-cert and -tls-key serve HTTPS. plan says what a setting
+// default and, without a token, answers only requests addressed to
+// localhost, a loopback address or its listen address (421 otherwise: no
+// DNS rebinding). It refuses to listen beyond localhost without
+// NANDI_WEB_TOKEN (or -token, which ps shows to every user), which every
+// request must then carry as a bearer token (or as the cookie that
+// opening the page once with ?token= sets); -tls-cert and -tls-key serve
+// HTTPS, -tls-proxy marks the cookie Secure behind an ingress that
+// terminates TLS. Idle connections close after 2 minutes; at most 256
+// pages stream at once. plan says what a setting
 // costs (time to a first lease, stand-down per change, spacing of
 // registrations) and whether the network fits inside the gap; with -redis
 // it measures the round trip itself. It exits 1 on a verdict of FAIL, 2 on

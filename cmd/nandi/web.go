@@ -17,6 +17,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nandi-go/nandi/partition"
@@ -33,11 +34,28 @@ const EnvWebToken = "NANDI_WEB_TOKEN"
 // from the first time it is asked for until the server stops).
 const maxGroups = 64
 
+// maxStreams bounds the event streams (open pages) one server serves at
+// once; beyond it a page is answered 503 and says why.
+const maxStreams = 256
+
+// idleTimeout closes a keep-alive connection that has sent no request for
+// that long (an open page's event stream is not idle).
+var idleTimeout = 2 * time.Minute
+
 // webServer serves the read-only pages of nandi web.
 type webServer struct {
 	c     redis.UniversalClient
 	group string // the group / redirects to, if any
 	token string
+	// listen is the address the server listens on: without a token, a
+	// request must name it, localhost or a loopback address as its Host.
+	listen string
+	// tlsProxy says a proxy in front terminates TLS: the token's cookie is
+	// Secure although this server speaks plain HTTP.
+	tlsProxy bool
+
+	streams    atomic.Int64 // event streams open
+	maxStreams int
 
 	mu       sync.Mutex
 	trackers map[string]*tracker
@@ -49,7 +67,13 @@ type webServer struct {
 
 func newWebServer(c redis.UniversalClient, group, token string) *webServer {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &webServer{c: c, group: group, token: token, trackers: map[string]*tracker{}, ctx: ctx, cancel: cancel}
+	return &webServer{c: c, group: group, token: token, trackers: map[string]*tracker{}, ctx: ctx, cancel: cancel, maxStreams: maxStreams}
+}
+
+// httpServer returns the http.Server that serves s: headers read within
+// 5s, idle keep-alive connections closed after idleTimeout.
+func (s *webServer) httpServer() *http.Server {
+	return &http.Server{Handler: s.handler(), ReadHeaderTimeout: 5 * time.Second, IdleTimeout: idleTimeout}
 }
 
 // Close stops the pollers and ends every event stream, so that a server's
@@ -128,7 +152,11 @@ func (s *webServer) handler() http.Handler {
 	return s.guard(mux)
 }
 
-// guard sets the headers every answer carries and, with a token,
+// guard sets the headers every answer carries. Without a token it
+// answers only requests addressed to this machine by a name a web page
+// elsewhere cannot take over (localhost, a loopback address, the listen
+// address): a page that rebinds its own name to 127.0.0.1 (DNS
+// rebinding) sends its own Host, and is answered 421. With a token it
 // requires it: an Authorization: Bearer header, or the cookie that a
 // first visit with ?token= sets.
 func (s *webServer) guard(next http.Handler) http.Handler {
@@ -139,16 +167,24 @@ func (s *webServer) guard(next http.Handler) http.Handler {
 		h.Set("Referrer-Policy", "no-referrer")
 		h.Set("X-Frame-Options", "DENY")
 		if s.token == "" {
+			if !s.localHost(r.Host) {
+				http.Error(w, fmt.Sprintf("nandi web: without a token this server answers only requests to localhost, a loopback address or %s, not to %q; open it by one of those, or run it with %s set", s.listenOr("its listen address"), r.Host, EnvWebToken), http.StatusMisdirectedRequest)
+				return
+			}
 			next.ServeHTTP(w, r)
 			return
 		}
 		if q := r.URL.Query().Get("token"); q != "" && s.match(q) {
-			http.SetCookie(w, &http.Cookie{Name: "nandi_token", Value: q, Path: "/", HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode})
-			u := *r.URL
-			v := u.Query()
+			http.SetCookie(w, &http.Cookie{Name: "nandi_token", Value: q, Path: "/", HttpOnly: true, Secure: r.TLS != nil || s.tlsProxy, SameSite: http.SameSiteStrictMode})
+			// The same page without the token, on this server: a path is
+			// never let become another host's URL (//evil.example/x is one).
+			target := "/" + strings.TrimLeft(r.URL.EscapedPath(), "/\\")
+			v := r.URL.Query()
 			v.Del("token")
-			u.RawQuery = v.Encode()
-			http.Redirect(w, r, u.String(), http.StatusFound)
+			if len(v) > 0 {
+				target += "?" + v.Encode()
+			}
+			http.Redirect(w, r, target, http.StatusFound)
 			return
 		}
 		given := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
@@ -162,6 +198,32 @@ func (s *webServer) guard(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// localHost reports whether a request's Host names this machine by a name
+// no one else can point elsewhere.
+func (s *webServer) localHost(hostport string) bool {
+	host, _, err := net.SplitHostPort(hostport)
+	if err != nil {
+		host = strings.TrimSuffix(strings.TrimPrefix(hostport, "["), "]")
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+		return true
+	}
+	if lh, _, err := net.SplitHostPort(s.listen); err == nil && lh != "" && strings.EqualFold(host, lh) {
+		return true
+	}
+	return false
+}
+
+func (s *webServer) listenOr(what string) string {
+	if s.listen != "" {
+		return s.listen
+	}
+	return what
 }
 
 func (s *webServer) match(given string) bool {
@@ -237,6 +299,12 @@ func (s *webServer) events(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "nandi web: streaming unsupported", http.StatusInternalServerError)
 		return
 	}
+	if s.streams.Add(1) > int64(s.maxStreams) {
+		s.streams.Add(-1)
+		http.Error(w, fmt.Sprintf("nandi web: %d pages are open on this server, the most it serves at once; close some, or run another nandi web", s.maxStreams), http.StatusServiceUnavailable)
+		return
+	}
+	defer s.streams.Add(-1)
 	tk := s.trackerOr(w, r)
 	if tk == nil {
 		return
@@ -294,12 +362,18 @@ func cmdWeb(ctx context.Context, args []string, out, errOut io.Writer) int {
 	rawURL := fs.String("redis", "", "the groups' Redis, as a URL: "+urlForms)
 	addr := fs.String("addr", "127.0.0.1:8080", "listen address; beyond localhost it needs -token")
 	group := fs.String("group", "", "open this group's page at /")
-	token := fs.String("token", os.Getenv(EnvWebToken), "require this bearer token (default $"+EnvWebToken+")")
+	token := fs.String("token", os.Getenv(EnvWebToken), "require this bearer token (default $"+EnvWebToken+"; prefer the variable: a flag's value is visible to every user of the machine in ps)")
 	cert := fs.String("tls-cert", "", "serve HTTPS with this certificate (PEM; with -tls-key)")
 	key := fs.String("tls-key", "", "the certificate's private key (PEM)")
+	tlsProxy := fs.Bool("tls-proxy", false, "a proxy in front (an ingress) terminates TLS: mark the token's cookie Secure")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == "token" {
+			fmt.Fprintf(errOut, "nandi web: -token is visible to every user of this machine (ps); set %s instead\n", EnvWebToken)
+		}
+	})
 	if (*cert == "") != (*key == "") {
 		fmt.Fprintln(errOut, "nandi web: -tls-cert and -tls-key go together: give both to serve HTTPS, or neither")
 		return 2
@@ -320,7 +394,11 @@ func cmdWeb(ctx context.Context, args []string, out, errOut io.Writer) int {
 		return 1
 	}
 	ws := newWebServer(c, *group, *token)
-	srv := &http.Server{Handler: ws.handler(), ReadHeaderTimeout: 5 * time.Second}
+	ws.listen, ws.tlsProxy = ln.Addr().String(), *tlsProxy
+	if host, _, err := net.SplitHostPort(*addr); err == nil && host != "" && !strings.EqualFold(host, "localhost") && net.ParseIP(host) == nil {
+		ws.listen = *addr // a name given to listen on is one the operator chose
+	}
+	srv := ws.httpServer()
 	srv.RegisterOnShutdown(ws.Close)
 	defer ws.Close()
 	if *group != "" {
