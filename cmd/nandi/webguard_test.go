@@ -31,16 +31,16 @@ func TestWebWithoutTokenAnswersOnlyLocalHosts(t *testing.T) {
 	_, port, _ := net.SplitHostPort(strings.TrimPrefix(web.URL, "http://"))
 	ws.listen = "nandi.internal:" + port
 	for host, want := range map[string]int{
-		"attacker.example":            http.StatusMisdirectedRequest,
-		"attacker.example:" + port:    http.StatusMisdirectedRequest,
-		"localhost.attacker.example":  http.StatusMisdirectedRequest,
-		"127.0.0.1.nip.io:" + port:    http.StatusMisdirectedRequest,
-		"localhost:" + port:           http.StatusOK,
-		"LOCALHOST:" + port:           http.StatusOK,
-		"127.0.0.1:" + port:           http.StatusOK,
-		"[::1]:" + port:               http.StatusOK,
-		"nandi.internal:" + port:      http.StatusOK, // the listen address
-		"localhost":                   http.StatusOK,
+		"attacker.example":           http.StatusMisdirectedRequest,
+		"attacker.example:" + port:   http.StatusMisdirectedRequest,
+		"localhost.attacker.example": http.StatusMisdirectedRequest,
+		"127.0.0.1.nip.io:" + port:   http.StatusMisdirectedRequest,
+		"localhost:" + port:          http.StatusOK,
+		"LOCALHOST:" + port:          http.StatusOK,
+		"127.0.0.1:" + port:          http.StatusOK,
+		"[::1]:" + port:              http.StatusOK,
+		"nandi.internal:" + port:     http.StatusOK, // the listen address
+		"localhost":                  http.StatusOK,
 	} {
 		req, _ := http.NewRequest("GET", web.URL+"/static/app.js", nil)
 		req.Host = host
