@@ -148,6 +148,28 @@ type Trimmer interface {
 	Trim(ctx context.Context, shard int, below Position) error
 }
 
+// Rereader is implemented by logs that can read entries again by
+// position. A consumer holds the tasks waiting behind an id whose first
+// task keeps failing as their positions only (a few dozen bytes each,
+// whatever their payload) and reads them again with Reread when their
+// turn comes, so that a failing id costs memory by its count of waiting
+// tasks, never by their size, and never holds up other ids.
+type Rereader interface {
+	// Reread returns the messages at positions at of shard (ascending), one
+	// per position, in that order, as Fetch would have delivered them. A
+	// position the log no longer has (trimmed, deleted) comes back as a
+	// Message with Shard, Position and a FallbackKey set and Err saying
+	// so: it is never left out. An error means nothing was read.
+	Reread(ctx context.Context, shard int, at []Position) ([]*Message, error)
+}
+
+// Gone returns the message Reread answers for a position the log no longer
+// has, for transports.
+func Gone(shard int, p Position, where string) *Message {
+	return &Message{Shard: shard, Position: p, Key: FallbackKey(where),
+		Err: fmt.Errorf("transport: %s is gone from the log (trimmed or deleted) before its task was handled", where)}
+}
+
 // Dropper is implemented by sources that can lose messages before a
 // consumer reads them (NATS core drops what a slow subscriber does not read
 // in time); Dropped counts them. Package metrics exports it.

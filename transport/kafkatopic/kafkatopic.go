@@ -3,7 +3,10 @@ package kafkatopic
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
+	"io"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -362,6 +365,85 @@ func (s *Source) message(out *transport.Message, m kafka.Message) {
 	if out.Err != nil {
 		out.Key = transport.FallbackKey(strconv.Itoa(m.Partition) + "@" + strconv.FormatInt(m.Offset, 10))
 	}
+}
+
+var _ transport.Rereader = (*Source)(nil)
+
+// rereadMaxBytes bounds one fetch of Reread.
+const rereadMaxBytes = 1 << 20
+
+// Reread returns partition shard's messages at offsets at: a fetch from
+// the first offset still wanted, reading on through the batch the broker
+// returns, and another fetch from the next offset still wanted.
+func (s *Source) Reread(ctx context.Context, shard int, at []transport.Position) ([]*transport.Message, error) {
+	defer s.done()
+	out := make([]*transport.Message, len(at))
+	for i := 0; i < len(at); {
+		want := int64(at[i].Lo)
+		res, err := s.client.Fetch(ctx, &kafka.FetchRequest{Topic: s.topic, Partition: shard, Offset: want,
+			MinBytes: 1, MaxBytes: rereadMaxBytes, MaxWait: s.reader.MaxWait})
+		if err == nil {
+			err = res.Error
+		}
+		switch {
+		case errors.Is(err, kafka.OffsetOutOfRange):
+			out[i] = s.gone(shard, at[i])
+			i++
+			continue
+		case err != nil:
+			return nil, fmt.Errorf("kafkatopic: fetch %s/%d at %d: %w", s.topic, shard, want, err)
+		}
+		progressed := false
+		for i < len(at) {
+			rec, err := res.Records.ReadRecord()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				return nil, fmt.Errorf("kafkatopic: reading %s/%d at %d: %w", s.topic, shard, want, err)
+			}
+			for i < len(at) && int64(at[i].Lo) < rec.Offset {
+				out[i] = s.gone(shard, at[i]) // compacted away
+				i, progressed = i+1, true
+			}
+			if i < len(at) && int64(at[i].Lo) == rec.Offset {
+				m, err := record(s.topic, shard, rec)
+				if err != nil {
+					return nil, err
+				}
+				out[i] = &transport.Message{}
+				s.message(out[i], m)
+				i, progressed = i+1, true
+			}
+		}
+		if !progressed && i < len(at) {
+			// Nothing at or after the offset wanted: past the partition's
+			// end, or removed.
+			out[i] = s.gone(shard, at[i])
+			i++
+		}
+	}
+	return out, nil
+}
+
+func (s *Source) gone(shard int, p transport.Position) *transport.Message {
+	return transport.Gone(shard, p, fmt.Sprintf("message %s/%d@%d", s.topic, shard, p.Lo))
+}
+
+// record makes a kafka.Message of a record a fetch returned.
+func record(topic string, partition int, rec *kafka.Record) (kafka.Message, error) {
+	m := kafka.Message{Topic: topic, Partition: partition, Offset: rec.Offset, Time: rec.Time, Headers: slices.Clone(rec.Headers)}
+	var err1, err2 error
+	if rec.Key != nil {
+		m.Key, err1 = io.ReadAll(rec.Key)
+	}
+	if rec.Value != nil {
+		m.Value, err2 = io.ReadAll(rec.Value)
+	}
+	if err := errors.Join(err1, err2); err != nil {
+		return m, fmt.Errorf("kafkatopic: reading %s/%d@%d: %w", topic, partition, rec.Offset, err)
+	}
+	return m, nil
 }
 
 func (r *reader) Close() error {

@@ -3,6 +3,7 @@ package memory
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"hash/fnv"
 	"maps"
 	"sync"
@@ -90,6 +91,28 @@ func (s *source) Open(_ context.Context, from []transport.Position) (transport.R
 		}
 	}
 	return &reader{l: s.l, next: next}, nil
+}
+
+var _ transport.Rereader = (*source)(nil)
+
+// Reread returns the messages at positions at of shard.
+func (s *source) Reread(_ context.Context, shard int, at []transport.Position) ([]*transport.Message, error) {
+	s.l.mu.Lock()
+	defer s.l.mu.Unlock()
+	if shard < 0 || shard >= len(s.l.shards) {
+		return nil, fmt.Errorf("memory: shard %d of a log of %d", shard, len(s.l.shards))
+	}
+	sh := s.l.shards[shard]
+	out := make([]*transport.Message, len(at))
+	for i, p := range at {
+		if p.Hi != 0 || p.Lo >= uint64(len(sh)) {
+			out[i] = transport.Gone(shard, p, fmt.Sprintf("entry %d/%v", shard, p))
+			continue
+		}
+		e := sh[p.Lo]
+		out[i] = &transport.Message{Key: e.key, Payload: e.payload, Headers: e.headers, Shard: shard, Position: p}
+	}
+	return out, nil
 }
 
 type reader struct {

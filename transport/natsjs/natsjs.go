@@ -2,6 +2,7 @@ package natsjs
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -160,6 +161,58 @@ func (s *Source) message(m jetstream.Msg) *transport.Message {
 	}
 	return out
 }
+
+var _ transport.Rereader = (*Source)(nil)
+
+// Reread returns the stream's messages at sequences at (shard 0): a
+// message get per sequence (jetstream.Stream.GetMsg).
+func (s *Source) Reread(ctx context.Context, shard int, at []transport.Position) ([]*transport.Message, error) {
+	if shard != 0 {
+		return nil, fmt.Errorf("natsjs: shard %d of a stream of one", shard)
+	}
+	st, err := s.js.Stream(ctx, s.stream)
+	if err != nil {
+		return nil, fmt.Errorf("natsjs: stream %s: %w", s.stream, err)
+	}
+	out := make([]*transport.Message, len(at))
+	for i, p := range at {
+		raw, err := st.GetMsg(ctx, p.Lo)
+		switch {
+		case errors.Is(err, jetstream.ErrMsgNotFound):
+			out[i] = transport.Gone(0, p, "message "+strconv.FormatUint(p.Lo, 10)+" of stream "+s.stream)
+			continue
+		case err != nil:
+			return nil, fmt.Errorf("natsjs: message %d of %s: %w", p.Lo, s.stream, err)
+		}
+		out[i] = s.message(storedMsg{raw: raw, stream: s.stream})
+	}
+	return out, nil
+}
+
+// storedMsg is a message read back from the stream (GetMsg), as the
+// jetstream.Msg that Options.Key and message take; it cannot be
+// acknowledged (nothing consumed it).
+type storedMsg struct {
+	raw    *jetstream.RawStreamMsg
+	stream string
+}
+
+var errStored = errors.New("natsjs: a message read back by sequence is not a consumer's: nothing to acknowledge")
+
+func (m storedMsg) Metadata() (*jetstream.MsgMetadata, error) {
+	return &jetstream.MsgMetadata{Sequence: jetstream.SequencePair{Stream: m.raw.Sequence}, Timestamp: m.raw.Time, Stream: m.stream}, nil
+}
+func (m storedMsg) Data() []byte                     { return m.raw.Data }
+func (m storedMsg) Headers() nats.Header             { return m.raw.Header }
+func (m storedMsg) Subject() string                  { return m.raw.Subject }
+func (m storedMsg) Reply() string                    { return "" }
+func (m storedMsg) Ack() error                       { return errStored }
+func (m storedMsg) DoubleAck(context.Context) error  { return errStored }
+func (m storedMsg) Nak() error                       { return errStored }
+func (m storedMsg) NakWithDelay(time.Duration) error { return errStored }
+func (m storedMsg) InProgress() error                { return errStored }
+func (m storedMsg) Term() error                      { return errStored }
+func (m storedMsg) TermWithReason(string) error      { return errStored }
 
 // Close stops the iterator and deletes the ordered consumer on the server
 // at once (it would otherwise linger until its inactivity threshold).

@@ -328,6 +328,44 @@ func (s *Source) keptFor(ctx context.Context, stream string) (keep transport.Pos
 	return keep, by, nil
 }
 
+var _ transport.Rereader = (*Source)(nil)
+
+// Reread returns the entries at positions at of shard's stream: one
+// XRANGE ID ID per position, pipelined in one round trip.
+func (s *Source) Reread(ctx context.Context, shard int, at []transport.Position) ([]*transport.Message, error) {
+	if shard < 0 || shard >= len(s.streams) {
+		return nil, fmt.Errorf("redisstream: shard %d of a source of %d streams", shard, len(s.streams))
+	}
+	if len(at) == 0 {
+		return nil, nil
+	}
+	st := s.streams[shard]
+	pipe := s.c.Pipeline()
+	cmds := make([]*redis.XMessageSliceCmd, len(at))
+	for i, p := range at {
+		id := formatID(p)
+		cmds[i] = pipe.XRangeN(ctx, st, id, id, 1)
+	}
+	_, _ = pipe.Exec(ctx)
+	out := make([]*transport.Message, len(at))
+	slab := make([]transport.Message, len(at))
+	for i, cmd := range cmds {
+		xs, err := cmd.Result()
+		if err != nil {
+			return nil, fmt.Errorf("redisstream: XRANGE %s %s: %w", st, formatID(at[i]), err)
+		}
+		if len(xs) == 0 {
+			out[i] = transport.Gone(shard, at[i], "entry "+formatID(at[i])+" of stream "+st)
+			continue
+		}
+		if err := s.message(&slab[i], xs[0], shard); err != nil {
+			return nil, err
+		}
+		out[i] = &slab[i]
+	}
+	return out, nil
+}
+
 type reader struct {
 	transport.Closing
 	s    *Source

@@ -29,6 +29,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("Delivery", func(t *testing.T) { delivery(t, h) })
 	t.Run("Positions", func(t *testing.T) { positions(t, h) })
 	t.Run("ReadFromPosition", func(t *testing.T) { fromPosition(t, h) })
+	t.Run("Reread", func(t *testing.T) { reread(t, h) })
 	t.Run("ContextEnd", func(t *testing.T) { contextEnd(t, h) })
 	t.Run("Close", func(t *testing.T) { closing(t, h) })
 }
@@ -203,6 +204,58 @@ func fromPosition(t *testing.T, h Harness) {
 	publish("x", []byte("new"))
 	if ms := read(t, open(t, h, src, in.Ends), 1); string(ms[0].Payload) != "new" {
 		t.Fatalf("read from the ends: got %q first; want only what came after", ms[0].Payload)
+	}
+}
+
+// A log that can read entries again (transport.Rereader) returns, for any
+// positions of a shard, the messages Fetch delivered there, in the order
+// asked; a position it no longer has comes back with Err set, never left
+// out.
+func reread(t *testing.T, h Harness) {
+	src, publish := h.New(t)
+	if !info(t, src).Log {
+		t.Skip("not a log (Info.Log is false): nothing to read again")
+	}
+	rr, ok := src.(transport.Rereader)
+	if !ok {
+		t.Skip("not a transport.Rereader: a consumer holds tasks waiting behind a failing id whole, within MaxPending")
+	}
+	for i := range 120 {
+		publish(strconv.Itoa(i%6), []byte(strconv.Itoa(i)))
+	}
+	all := read(t, open(t, h, src, nil), 120)
+	byShard := map[int][]*transport.Message{}
+	for _, m := range all {
+		byShard[m.Shard] = append(byShard[m.Shard], m)
+	}
+	in := info(t, src)
+	for shard, ms := range byShard {
+		var at []transport.Position
+		var want []*transport.Message
+		for i, m := range ms {
+			if i%3 == 0 || i == len(ms)-1 {
+				at = append(at, m.Position)
+				want = append(want, m)
+			}
+		}
+		at = append(at, in.Ends[shard]) // nothing there yet
+		got, err := rr.Reread(context.Background(), shard, at)
+		if err != nil {
+			t.Fatalf("Reread shard %d: %v", shard, err)
+		}
+		if len(got) != len(at) {
+			t.Fatalf("Reread shard %d of %d positions returned %d messages; want one per position", shard, len(at), len(got))
+		}
+		for i, w := range want {
+			g := got[i]
+			if g.Err != nil || g.Key != w.Key || string(g.Payload) != string(w.Payload) || g.Shard != shard || g.Position != w.Position || len(g.Headers) != len(w.Headers) {
+				t.Fatalf("Reread shard %d at %v: key %q payload %q shard %d position %v err %v; want key %q payload %q at %v, as Fetch delivered it",
+					shard, at[i], g.Key, g.Payload, g.Shard, g.Position, g.Err, w.Key, w.Payload, w.Position)
+			}
+		}
+		if last := got[len(got)-1]; last.Err == nil || last.Position != in.Ends[shard] || last.Key == "" {
+			t.Fatalf("Reread shard %d at its end %v: %+v; want a message at that position with a key and Err saying it is not there", shard, in.Ends[shard], last)
+		}
 	}
 }
 
