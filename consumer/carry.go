@@ -33,8 +33,8 @@ func (c *Consumer) carry(tr *term) {
 	m := &carried{at: map[carryKey]time.Time{}, top: make([]transport.Position, len(tr.shards)), any: make([]bool, len(tr.shards))}
 	for s, sh := range tr.shards {
 		for t := sh.head; t != nil; t = t.after {
-			m.at[carryKey{s, t.m.Position}] = t.taken
-			m.top[s], m.any[s] = t.m.Position, true // the list ascends
+			m.at[carryKey{s, t.pos}] = t.taken
+			m.top[s], m.any[s] = t.pos, true // the list ascends
 		}
 	}
 	tr.mu.Unlock()

@@ -55,7 +55,7 @@ func (s *shardTrack) remove(t *task) {
 
 func (s *shardTrack) watermark() transport.Position {
 	if s.head != nil {
-		return s.head.m.Position
+		return s.head.pos
 	}
 	return s.next
 }
@@ -67,12 +67,12 @@ func (s *shardTrack) mark() checkpoint.Mark {
 	if s.head == nil {
 		return checkpoint.Mark{Low: s.next, High: s.next}
 	}
-	m := checkpoint.Mark{Low: s.head.m.Position, High: s.next}
+	m := checkpoint.Mark{Low: s.head.pos, High: s.next}
 	if s.n > 1 {
 		m.Undone = make([]transport.Position, 0, s.n-1)
 	}
 	for t := s.head.after; t != nil; t = t.after {
-		m.Undone = append(m.Undone, t.m.Position)
+		m.Undone = append(m.Undone, t.pos)
 	}
 	return m
 }
@@ -119,7 +119,7 @@ func sameMark(a, b checkpoint.Mark) bool {
 // CheckpointEvery'th since the last write asks intake for one.
 func (tr *term) finish(t *task) {
 	tr.mu.Lock()
-	tr.shards[t.m.Shard].remove(t)
+	tr.shards[t.shard].remove(t)
 	tr.since++
 	full := tr.since >= tr.c.opts.CheckpointEvery
 	tr.mu.Unlock()

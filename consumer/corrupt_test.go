@@ -22,8 +22,8 @@ type errorLog struct {
 }
 
 func (h *errorLog) Enabled(context.Context, slog.Level) bool { return true }
-func (h *errorLog) WithAttrs([]slog.Attr) slog.Handler        { return h }
-func (h *errorLog) WithGroup(string) slog.Handler             { return h }
+func (h *errorLog) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h *errorLog) WithGroup(string) slog.Handler            { return h }
 func (h *errorLog) Handle(_ context.Context, r slog.Record) error {
 	if r.Level >= slog.LevelError {
 		var b strings.Builder

@@ -97,8 +97,8 @@
 //
 // A failed attempt is retried with backoff (RetryMin doubling to
 // RetryMax). Waiting between attempts blocks the task's id, nothing else:
-// no goroutine waits with it, other ids keep flowing and keep being
-// checkpointed, and Stats.Oldest (the age of the oldest unfinished task
+// no goroutine waits with it, the id's later tasks wait light (see below),
+// other ids keep flowing and keep being checkpointed, and Stats.Oldest (the age of the oldest unfinished task
 // per shard) shows the task that keeps failing. By default a task is
 // retried for as long as the lease is held; with MaxAttempts it goes to
 // DeadLetter after that many failures and is done once DeadLetter
@@ -118,6 +118,10 @@
 //
 // The guarantees of package partition, and handlers that honour their
 // context (see above for what happens when they do not). A failing id's
-// later tasks wait behind it and count toward MaxPending: when they fill
-// it, intake waits, and memory stays bounded.
+// later tasks wait behind it held light (their place in the log only,
+// WaitingTaskBytes each, outside MaxPending, at most MaxWaiting) and are
+// read again from the log when their turn comes, so they never stop the
+// other ids; on a source that cannot read again (transport.Rereader: NATS
+// core, Watermill) they are held whole and count toward MaxPending, and
+// when they fill it intake waits.
 package consumer

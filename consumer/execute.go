@@ -20,6 +20,11 @@ func (c *Consumer) execute(w *worker, t *task) (verdict, time.Time) {
 	if !t.tr.mayStart() {
 		return leave, time.Time{}
 	}
+	if t.m == nil { // held light behind its id's failing first task
+		if v, at, ok := c.refill(t); !ok {
+			return v, at
+		}
+	}
 	out, attached := c.attempt(w, t)
 	if !attached {
 		return detached, time.Time{}

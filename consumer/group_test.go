@@ -158,6 +158,45 @@ func (g *group) count() int {
 	return len(g.done)
 }
 
+// countKey counts the tasks of key done.
+func (g *group) countKey(key string) int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	n := 0
+	for _, d := range g.done {
+		if d.key == key {
+			n++
+		}
+	}
+	return n
+}
+
+// keyExactlyOnceInOrder fails the test unless key's tasks key/0 ..
+// key/n-1 were each done once, in that order, by a worker holding them.
+func (g *group) keyExactlyOnceInOrder(key string, n int) {
+	g.t.Helper()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	x, _ := strconv.ParseUint(key, 10, 64)
+	next := 0
+	var problems []string
+	for _, d := range g.done {
+		if d.key != key {
+			continue
+		}
+		if d.seq != next && len(problems) < 10 {
+			problems = append(problems, fmt.Sprintf("%s/%d done when %s/%d was due", key, d.seq, key, next))
+		}
+		if (!d.holding || !d.held.Owns(x)) && len(problems) < 10 {
+			problems = append(problems, fmt.Sprintf("worker %d did %s/%d holding %+v", d.worker, key, d.seq, d.held))
+		}
+		next = d.seq + 1
+	}
+	if next != n || len(problems) > 0 {
+		g.t.Errorf("%s: last done %d of %d; problems: %q", key, next-1, n, problems)
+	}
+}
+
 // stats sums the running workers' stats.
 func (g *group) stats() consumer.Stats {
 	g.mu.Lock()
@@ -175,6 +214,7 @@ func (g *group) stats() consumer.Stats {
 		s.OverdueTotal += x.OverdueTotal
 		s.Overdue += x.Overdue
 		s.Pending += x.Pending
+		s.Waiting += x.Waiting
 	}
 	return s
 }

@@ -309,7 +309,7 @@ func (tr *term) advance(ms []*transport.Message, n int) {
 // scheduler, for which it waits for room (running what comes due). It
 // returns false when the term stopped taking or intake was detached.
 func (c *Consumer) takeSlow(tr *term, m *transport.Message, id uint64, intakeErr, handlerErr error) bool {
-	t := &task{m: m, id: id, err: intakeErr, tr: tr, taken: c.firstTaken(m.Shard, m.Position, time.Now())}
+	t := newTask(tr, m, id, intakeErr, c.firstTaken(m.Shard, m.Position, time.Now()))
 	if !c.reserveInline(tr) {
 		return false
 	}
@@ -423,7 +423,7 @@ func (c *Consumer) take(tr *term, ms []*transport.Message) bool {
 			}
 			continue
 		}
-		tasks = append(tasks, &task{m: m, id: id, err: err, tr: tr, taken: c.firstTaken(m.Shard, m.Position, now)})
+		tasks = append(tasks, newTask(tr, m, id, err, c.firstTaken(m.Shard, m.Position, now)))
 		at = append(at, i)
 	}
 	if c.opts.ID != nil && !c.leaveBatch(tr) {
@@ -448,7 +448,7 @@ func (c *Consumer) take(tr *term, ms []*transport.Message) bool {
 		}
 		tr.mu.Lock()
 		for _, t := range chunk {
-			tr.shards[t.m.Shard].add(t)
+			tr.shards[t.shard].add(t)
 		}
 		tr.advance(ms[read:], upto-read)
 		read = upto

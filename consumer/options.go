@@ -81,11 +81,21 @@ type Options struct {
 	// term describes the log when it opens it as well.
 	DescribeInterval time.Duration
 
-	// MaxPending bounds the owned tasks taken and not finished: queued,
-	// running or waiting to retry (default 64 per unit of Concurrency).
-	// Intake waits while that many are held, so memory stays bounded
-	// whatever the handlers do.
+	// MaxPending bounds the owned tasks taken and not finished and held
+	// whole: queued, running or waiting to retry (default 64 per unit of
+	// Concurrency). Intake waits while that many are held, so memory stays
+	// bounded whatever the handlers do.
 	MaxPending int
+
+	// MaxWaiting bounds the tasks held light: waiting behind an id whose
+	// first task has failed, kept as their place in the log only (about
+	// WaitingTaskBytes each, whatever their payload) and read again when
+	// their turn comes, so that a failing id never stops the other ids
+	// (default 100,000 per term: about 15 MB). It applies to logs that
+	// can read entries again (transport.Rereader: every log transport of
+	// nandi); on other sources those tasks are held whole, within
+	// MaxPending. Past MaxWaiting they are held whole too.
+	MaxWaiting int
 
 	// ShutdownTimeout bounds the drain when Run's context ends (default
 	// 30s); the lease is held and renewed meanwhile. Handlers still running
@@ -119,6 +129,13 @@ type Options struct {
 // DefaultDescribeInterval is Options.DescribeInterval's default.
 const DefaultDescribeInterval = 10 * time.Second
 
+// DefaultMaxWaiting is Options.MaxWaiting's default.
+const DefaultMaxWaiting = 100_000
+
+// WaitingTaskBytes is what a task waiting light costs in memory (its
+// bookkeeping and its slot in its id's queue), whatever its payload.
+const WaitingTaskBytes = 152
+
 func (o Options) withDefaults(gapTime, _ time.Duration) Options {
 	if o.Concurrency == 0 {
 		o.Concurrency = 1
@@ -143,6 +160,9 @@ func (o Options) withDefaults(gapTime, _ time.Duration) Options {
 	}
 	if o.MaxPending == 0 {
 		o.MaxPending = 64 * o.Concurrency
+	}
+	if o.MaxWaiting == 0 {
+		o.MaxWaiting = DefaultMaxWaiting
 	}
 	if o.ShutdownTimeout == 0 {
 		o.ShutdownTimeout = 30 * time.Second
@@ -174,6 +194,8 @@ func (o Options) validate(gapTime, interval time.Duration) error {
 		return bad("DescribeInterval is %v; it must not be negative", o.DescribeInterval)
 	case o.MaxPending < 1:
 		return bad("MaxPending is %d; it must be at least 1", o.MaxPending)
+	case o.MaxWaiting < 0:
+		return bad("MaxWaiting is %d; it must not be negative (0: %d)", o.MaxWaiting, DefaultMaxWaiting)
 	case o.ShutdownTimeout < 0:
 		return bad("ShutdownTimeout is %v; it must not be negative", o.ShutdownTimeout)
 	}

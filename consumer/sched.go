@@ -5,6 +5,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/nandi-go/nandi/transport"
 )
 
 // verdict is what an attempt leaves its task.
@@ -28,8 +30,14 @@ const (
 // sched holds a term's tasks that wait for their turn: one id at a time,
 // in the order pushed per id; different ids in parallel. A task that must
 // wait before its next attempt parks its id, and nothing else, until its
-// retry time. It holds at most capacity tasks (queued, running or
+// retry time. It holds at most capacity tasks whole (queued, running or
 // parked).
+//
+// A task waiting behind an id whose first task has failed is held light
+// when the source can read it again (reread): its message is dropped and
+// it no longer counts toward capacity, so that a failing id's backlog
+// never stops the other ids; at most maxWaiting tasks are light at once.
+// A light task is read again (Consumer.refill) when it comes first.
 //
 // With Concurrency above 1 it runs its tasks on that many worker
 // goroutines, each taking a few ready ids per lock. With Concurrency 1 it
@@ -51,6 +59,11 @@ type sched struct {
 	halted   bool // reserve refuses
 	closed   bool // nothing more starts; workers return
 
+	reread     bool         // tasks behind a failing id may be held light
+	maxWaiting int          // the most light tasks
+	waiting    int          // light tasks (not counted in held)
+	waitingN   atomic.Int64 // waiting, for Stats
+
 	wake    chan struct{} // capacity 1: the earliest retry time changed
 	done    chan struct{} // closed by close
 	workers []*worker
@@ -62,7 +75,8 @@ type idQueue struct {
 	buf     []*task // tasks are buf[head:]; the first is running, parked, ready or left
 	head    int
 	retryAt time.Time
-	slot    int // index in parked; -1 when not parked
+	slot    int  // index in parked; -1 when not parked
+	failing bool // its first task has failed: the tasks behind it are held light
 }
 
 func (q *idQueue) first() *task { return q.buf[q.head] }
@@ -119,13 +133,15 @@ func (w *worker) detach(overdue *atomic.Int64) bool {
 	return false
 }
 
-func newSched(workers, capacity int, run func(*worker, *task) (verdict, time.Time)) *sched {
+func newSched(workers, capacity int, reread bool, maxWaiting int, run func(*worker, *task) (verdict, time.Time)) *sched {
 	s := &sched{
-		run:      run,
-		byID:     make(map[uint64]*idQueue),
-		capacity: capacity,
-		wake:     make(chan struct{}, 1),
-		done:     make(chan struct{}),
+		run:        run,
+		byID:       make(map[uint64]*idQueue),
+		capacity:   capacity,
+		reread:     reread,
+		maxWaiting: maxWaiting,
+		wake:       make(chan struct{}, 1),
+		done:       make(chan struct{}),
 	}
 	s.work = sync.NewCond(&s.mu)
 	s.room = sync.NewCond(&s.mu)
@@ -177,7 +193,7 @@ func (s *sched) queue(id uint64) *idQueue {
 	} else {
 		q = &idQueue{slot: -1}
 	}
-	q.id = id
+	q.id, q.failing = id, false
 	s.byID[id] = q
 	return q
 }
@@ -189,6 +205,9 @@ func (s *sched) enqueue(ts []*task) {
 	for _, t := range ts {
 		if q := s.byID[t.id]; q != nil {
 			q.push(t) // runs after the ones before it
+			if q.failing {
+				s.lighten(t)
+			}
 			continue
 		}
 		q := s.queue(t.id)
@@ -212,6 +231,7 @@ func (s *sched) park(t *task, at time.Time) {
 	q := s.queue(t.id)
 	q.push(t)
 	q.retryAt = at
+	q.failing = true
 	heap.Push(&s.parked, q)
 }
 
@@ -220,7 +240,67 @@ func (s *sched) park(t *task, at time.Time) {
 func (s *sched) enqueueBehind(t *task) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.byID[t.id].push(t)
+	q := s.byID[t.id]
+	q.push(t)
+	if q.failing {
+		s.lighten(t)
+	}
+}
+
+// lighten holds t light, if it may be: its message is dropped (it is read
+// again when its turn comes) and its room given back. Under the lock.
+func (s *sched) lighten(t *task) bool {
+	if !s.reread || t.m == nil || t.m.Ack != nil || s.waiting >= s.maxWaiting {
+		return false
+	}
+	t.m = nil
+	s.held--
+	s.waiting++
+	s.waitingN.Store(int64(s.waiting))
+	s.room.Signal()
+	return true
+}
+
+// demote holds light every task waiting behind q's first, which has just
+// failed. Under the lock.
+func (s *sched) demote(q *idQueue) {
+	q.failing = true
+	for _, t := range q.buf[q.head+1:] {
+		if t.m != nil && !s.lighten(t) && s.waiting >= s.maxWaiting {
+			return
+		}
+	}
+}
+
+// lightRun returns t (first of its id, light) and the light tasks right
+// behind it in the same shard, up to max and to the room there is (at
+// least t): the tasks Consumer.refill reads again in one call.
+func (s *sched) lightRun(t *task, max int) []*task {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	q := s.byID[t.id]
+	n := min(max, s.capacity-s.held)
+	out := []*task{t}
+	for _, u := range q.buf[q.head+1:] {
+		if len(out) >= n || u.m != nil || u.shard != t.shard {
+			break
+		}
+		out = append(out, u)
+	}
+	return out
+}
+
+// refilled gives light tasks their messages read again; they count toward
+// capacity again.
+func (s *sched) refilled(ts []*task, ms []*transport.Message) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, t := range ts {
+		t.m = ms[i]
+		s.held++
+		s.waiting--
+	}
+	s.waitingN.Store(int64(s.waiting))
 }
 
 // release gives back the room of a reserved task that never entered.
@@ -240,6 +320,7 @@ func (s *sched) afterInline(q *idQueue, v verdict, at time.Time) (more bool) {
 	case finished:
 		q.pop()
 		s.held--
+		q.failing = false
 		if q.len() == 0 {
 			delete(s.byID, q.id)
 			s.free = append(s.free, q)
@@ -248,6 +329,7 @@ func (s *sched) afterInline(q *idQueue, v verdict, at time.Time) (more bool) {
 		return true
 	case again:
 		q.retryAt = at
+		s.demote(q)
 		heap.Push(&s.parked, q)
 	}
 	return false
@@ -286,6 +368,7 @@ func (s *sched) afterLocked(q *idQueue, v verdict, at time.Time) {
 	case finished:
 		q.pop()
 		s.held--
+		q.failing = false
 		s.room.Signal()
 		if q.len() == 0 {
 			delete(s.byID, q.id)
@@ -296,6 +379,7 @@ func (s *sched) afterLocked(q *idQueue, v verdict, at time.Time) {
 		}
 	case again:
 		q.retryAt = at
+		s.demote(q)
 		heap.Push(&s.parked, q)
 		if q.slot == 0 {
 			select {
@@ -430,7 +514,8 @@ func (s *sched) join() []*task {
 		out = append(out, q.buf[q.head:]...)
 	}
 	clear(s.byID)
-	s.ready, s.parked, s.held = fifo{}, nil, 0
+	s.ready, s.parked, s.held, s.waiting = fifo{}, nil, 0, 0
+	s.waitingN.Store(0)
 	return out
 }
 

@@ -29,6 +29,7 @@ type Stats struct {
 	LedgerLosses       int64 // opens that found the checkpoint ledger gone or behind what this worker had seen
 	Rewinds            int64 // shards found to end below their checkpoint (a log deleted and created again): read again from their start
 	CorruptLedger      int64 // opens that found the checkpoint ledger unreadable (checkpoint.ErrCorrupt): nothing of it served, retried while the term lasts
+	Reread             int64 // messages read again from the log (transport.Rereader): tasks that had waited light behind a failing id
 
 	InFlight int64 // calls into user code running now, overdue ones included
 	// Overdue is how many handlers are still running after the end of
@@ -39,8 +40,13 @@ type Stats struct {
 	// source cannot be opened (the consumer retries while the term lasts).
 	Unserved bool
 	// Pending is how many tasks of the term being served are taken and not
-	// finished: queued, running or waiting to retry (at most MaxPending).
+	// finished and held whole: queued, running or waiting to retry (at
+	// most MaxPending).
 	Pending int64
+	// Waiting is how many tasks of the term being served wait light behind
+	// an id whose first task has failed: held as their place in the log
+	// only, and read again when their turn comes (at most MaxWaiting).
+	Waiting int64
 	// Oldest is, per shard of the term being served, how long its oldest
 	// unfinished task has waited since this worker first took it (0 when
 	// none), across its terms: a task a term left unfinished and the next
@@ -60,7 +66,7 @@ type Stats struct {
 type stats struct {
 	handled, notOwned, doneBefore, failed, deadLetters, skipped, abandoned, unowned, checkpoints, terms    atomic.Int64
 	panics, fetchFailures, openFailures, checkpointFailures, badShard, overdueTotal, ledgerLosses, rewinds atomic.Int64
-	corruptLedger                                                                                          atomic.Int64
+	corruptLedger, reread                                                                                  atomic.Int64
 }
 
 // Stats returns the counts so far.
@@ -72,7 +78,7 @@ func (c *Consumer) Stats() Stats {
 		Abandoned: s.abandoned.Load(), Unowned: s.unowned.Load(), Checkpoints: s.checkpoints.Load(), Terms: s.terms.Load(),
 		Panics: s.panics.Load(), FetchFailures: s.fetchFailures.Load(), OpenFailures: s.openFailures.Load(),
 		CheckpointFailures: s.checkpointFailures.Load(), BadShard: s.badShard.Load(), OverdueTotal: s.overdueTotal.Load(),
-		LedgerLosses: s.ledgerLosses.Load(), Rewinds: s.rewinds.Load(), CorruptLedger: s.corruptLedger.Load(),
+		LedgerLosses: s.ledgerLosses.Load(), Rewinds: s.rewinds.Load(), CorruptLedger: s.corruptLedger.Load(), Reread: s.reread.Load(),
 		InFlight: c.running.Load(), Overdue: c.overdue.Load(),
 		Drains: c.drains.Snapshot(), Handling: c.handling.Snapshot(),
 	}
@@ -92,6 +98,8 @@ func (c *Consumer) Stats() Stats {
 			}
 		}
 		tr.mu.Unlock()
+		out.Waiting = tr.s.waitingN.Load()
+		out.Pending = max(out.Pending-out.Waiting, 0)
 	}
 	return out
 }

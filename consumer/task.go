@@ -8,12 +8,19 @@ import (
 
 // task is one owned message of a term, from intake until it finishes or
 // the term hands it back unfinished.
+//
+// A task waiting behind an id whose first task is failing may be held
+// light: m is nil, and only its place (shard, pos) and id are kept; the
+// message is read again from the log (transport.Rereader) when its turn
+// comes (see sched.demote and Consumer.refill).
 type task struct {
-	m     *transport.Message
+	m     *transport.Message // nil while light
 	id    uint64
 	err   error // a permanent failure known at intake (Message.Err, an ID error)
 	tr    *term
 	taken time.Time
+	shard int                // m.Shard, kept while light
+	pos   transport.Position // m.Position, kept while light
 
 	// Failure policy, used by the goroutine running its attempts.
 	attempts int
@@ -24,6 +31,10 @@ type task struct {
 	settled  bool // finished and accounted for: not handed back at the term's end
 
 	before, after *task // its shard's unfinished list, under tr.mu
+}
+
+func newTask(tr *term, m *transport.Message, id uint64, err error, taken time.Time) *task {
+	return &task{m: m, id: id, err: err, tr: tr, taken: taken, shard: m.Shard, pos: m.Position}
 }
 
 // outcome is how an attempt ended.
@@ -73,7 +84,7 @@ func (c *Consumer) abandon(ts []*task) {
 		}
 		c.stats.abandoned.Add(1)
 		c.notFailing(t)
-		if t.m.Ack != nil {
+		if t.m != nil && t.m.Ack != nil {
 			t.m.Ack()
 		}
 	}

@@ -56,8 +56,9 @@ type term struct {
 	batchDone atomic.Int64
 	dueBuf    []*idQueue // intake's scratch
 	// fetchBackoff is the wait after a failed fetch (the goroutine that
-	// fetches owns it).
-	fetchBackoff time.Duration
+	// fetches owns it); refillBackoff after a failed Reread.
+	fetchBackoff  time.Duration
+	refillBackoff atomic.Int64
 
 	mu      sync.Mutex
 	st      *checkpoint.State    // logs only
@@ -93,7 +94,8 @@ func (c *Consumer) newTerm(runCtx, loop context.Context, t *partition.Term, info
 	if tr.inline {
 		workers = 0
 	}
-	tr.s = newSched(workers, c.opts.MaxPending, c.execute)
+	_, reread := c.src.(transport.Rereader)
+	tr.s = newSched(workers, c.opts.MaxPending, reread && info.Log, c.opts.MaxWaiting, c.execute)
 	tr.base = time.Now()
 	tr.setPause()
 	tr.wg.Go(func() { tr.watch(loop) })

@@ -152,7 +152,8 @@ type consumerCollector struct {
 	oldest, unserved, openFailures               *prometheus.Desc
 	fetchFailures, writeFailures, ledgerLosses   *prometheus.Desc
 	rewinds, handling, groupLagMessages          *prometheus.Desc
-	groupLagSeconds, corruptLedger               *prometheus.Desc
+	groupLagSeconds, corruptLedger, waiting      *prometheus.Desc
+	reread                                       *prometheus.Desc
 	ledger                                       func(context.Context) (*checkpoint.State, error) // nil: no ledger
 }
 
@@ -195,6 +196,8 @@ func consumerCollectorOf(group string, stats func() consumer.Stats, positions fu
 		writeFailures:    d("checkpoint_failures_total", "Failed checkpoint writes."),
 		ledgerLosses:     d("ledger_losses_total", "Opens that found the checkpoint ledger gone or behind what the worker had seen."),
 		corruptLedger:    d("ledger_corrupt_total", "Opens that found the checkpoint ledger unreadable: nothing of it served, retried while the term lasts."),
+		waiting:          d("waiting", "Tasks waiting behind an id whose first task has failed, held as their place in the log only."),
+		reread:           d("reread_total", "Messages read again from the log: tasks that had waited behind a failing id."),
 		handling:         d("handler_duration_seconds", "Every handler call."),
 		groupLagMessages: prometheus.NewDesc(prometheus.BuildFQName(o.Namespace, "group", "lag_messages"), "Offsets between the group's lowest checkpoint and the log's end.", []string{"shard"}, cl),
 		groupLagSeconds:  prometheus.NewDesc(prometheus.BuildFQName(o.Namespace, "group", "lag_seconds"), "Entry time between the group's lowest checkpoint and the stream's end (Redis Streams).", []string{"shard"}, cl),
@@ -209,7 +212,7 @@ func consumerCollectorOf(group string, stats func() consumer.Stats, positions fu
 
 func (c *consumerCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.messages, c.failures, c.inFlight, c.drains, c.writes, c.terms, c.lagMessages, c.lagSeconds, c.droppedDesc,
-		c.panics, c.overdue, c.overdueTotal, c.pending, c.oldest, c.unserved, c.openFailures, c.fetchFailures, c.writeFailures, c.ledgerLosses, c.rewinds, c.handling, c.groupLagMessages, c.groupLagSeconds, c.corruptLedger} {
+		c.panics, c.overdue, c.overdueTotal, c.pending, c.oldest, c.unserved, c.openFailures, c.fetchFailures, c.writeFailures, c.ledgerLosses, c.rewinds, c.handling, c.groupLagMessages, c.groupLagSeconds, c.corruptLedger, c.waiting, c.reread} {
 		ch <- d
 	}
 }
@@ -235,10 +238,12 @@ func (c *consumerCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.writeFailures, s.CheckpointFailures)
 	counter(c.ledgerLosses, s.LedgerLosses)
 	counter(c.corruptLedger, s.CorruptLedger)
+	counter(c.reread, s.Reread)
 	counter(c.rewinds, s.Rewinds)
 	gauge := func(d *prometheus.Desc, v float64, lv ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, lv...)
 	}
+	gauge(c.waiting, float64(s.Waiting))
 	gauge(c.inFlight, float64(s.InFlight))
 	gauge(c.overdue, float64(s.Overdue))
 	gauge(c.pending, float64(s.Pending))

@@ -1,0 +1,63 @@
+package consumer
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/nandi-go/nandi/transport"
+)
+
+// refillBatch is the most light tasks one Reread reads again.
+const refillBatch = 64
+
+// refill reads light task t's message again (it waited behind its id's
+// failing first task as its place in the log only), with the light tasks
+// right behind it in its shard, in one Reread. ok is false when it could
+// not: the term stopped taking (leave), or the read failed (again, at the
+// time returned: the id waits, as a failed fetch would, and nothing is
+// counted against the task). A position the log no longer has becomes a
+// permanent failure of its task (DeadLetter, or skipped and counted),
+// never a silent loss.
+func (c *Consumer) refill(t *task) (v verdict, at time.Time, ok bool) {
+	tr := t.tr
+	ts := tr.s.lightRun(t, refillBatch)
+	pos := make([]transport.Position, len(ts))
+	for i, u := range ts {
+		pos[i] = u.pos
+	}
+	ctx, cancel := context.WithTimeout(tr.taking, c.lease.Options().Interval)
+	ms, err := c.src.(transport.Rereader).Reread(ctx, t.shard, pos)
+	cancel()
+	if err == nil && len(ms) != len(pos) {
+		err = fmt.Errorf("consumer: Reread of %d positions returned %d messages (a transport bug)", len(pos), len(ms))
+	}
+	if err != nil {
+		if tr.taking.Err() != nil {
+			return leave, time.Time{}, false
+		}
+		c.stats.fetchFailures.Add(1)
+		if c.fetching.fail() {
+			tr.log.Warn("reading waiting tasks again failing; retrying", "shard", t.shard, "position", t.pos.String(), "err", err)
+		}
+		b := min(max(2*time.Duration(tr.refillBackoff.Load()), retryFloor), retryCeiling)
+		tr.refillBackoff.Store(int64(b))
+		return again, time.Now().Add(b), false
+	}
+	tr.refillBackoff.Store(0)
+	if n, lasted, ok := c.fetching.end(); ok {
+		tr.log.Info("fetch recovered", "failures", n, "after", lasted)
+	}
+	for i, m := range ms {
+		if m == nil || m.Shard != t.shard || m.Position != pos[i] {
+			m = transport.Gone(t.shard, pos[i], fmt.Sprintf("shard %d position %v (Reread returned another message: a transport bug)", t.shard, pos[i]))
+			ms[i] = m
+		}
+		if m.Err != nil && ts[i].err == nil {
+			ts[i].err = Permanent(m.Err)
+		}
+	}
+	c.stats.reread.Add(int64(len(ms)))
+	tr.s.refilled(ts, ms)
+	return 0, time.Time{}, true
+}
