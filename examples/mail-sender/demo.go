@@ -75,6 +75,11 @@ func messageID(key string) string { return "<mail-" + key + "@nandi.example>" }
 // after that is a failure of the task. QUIT is a courtesy: its error (the
 // context ending in between, a server that hangs up first) is not
 // returned, or the task would be done again and the mail sent twice.
+//
+// The end of DATA (the final dot) is sent only while ctx lasts; once it is
+// sent, the server's reply is awaited whatever ctx does (up to
+// replyTimeout): abandoning it would leave unknown whether the mail went
+// out, and the next holder would send it again.
 func send(ctx context.Context, addr string, m *transport.Message) error {
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "tcp", addr)
@@ -109,6 +114,10 @@ func send(ctx context.Context, addr string, m *transport.Message) error {
 	if _, err := io.WriteString(wc, msg); err != nil {
 		return err
 	}
+	if !stop() || ctx.Err() != nil { // the context ended: do not send the dot
+		return context.Cause(ctx)
+	}
+	_ = conn.SetDeadline(time.Now().Add(replyTimeout))
 	if err := wc.Close(); err != nil {
 		return err // not accepted: the mail was not sent
 	}
@@ -117,11 +126,19 @@ func send(ctx context.Context, addr string, m *transport.Message) error {
 	return nil
 }
 
+// replyTimeout bounds the wait for the server's reply to the end of DATA,
+// which send awaits even after its context has ended.
+const replyTimeout = 10 * time.Second
+
 // claim records that the holder of token sends mail key: a SET fenced by
 // the token, which refuses a holder older than the last one to claim the
-// mail. A worker that outlived its term (paused, or a handler that ran
+// mail (0). A worker that outlived its term (paused, or a handler that ran
 // past its deadline) then cannot send a mail its successor has taken over.
+// A mail already recorded as sent (KEYS[2]) is refused too (2): its
+// sender's term may have ended between the server's acceptance and the
+// handler's return, and the next holder must not send it again. 1: send.
 var claim = redis.NewScript(`
+if redis.call('HEXISTS', KEYS[2], ARGV[1]) == 1 then return 2 end
 local cur = tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or '0')
 if tonumber(ARGV[2]) < cur then return 0 end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
@@ -170,19 +187,25 @@ func startWorker(id int, e *env, cfg config) (*worker, error) {
 	if err != nil {
 		return nil, err
 	}
-	claims := "{" + cfg.group + "}:claims"
+	claims, sent := partition.KeyPrefix(cfg.group)+"claims", partition.KeyPrefix(cfg.group)+"sent"
 	h := func(ctx context.Context, m *transport.Message) error {
 		a, _ := consumer.AssignmentFromContext(ctx) // the term this task runs under
-		ok, err := claim.Run(ctx, w.client, []string{claims}, m.Key, a.Token).Bool()
+		got, err := claim.Run(ctx, w.client, []string{claims, sent}, m.Key, a.Token).Int()
 		if err != nil {
 			return err
 		}
-		if !ok {
-			return nil // a newer holder has this mail: not ours to send
+		if got != 1 {
+			return nil // a newer holder has this mail, or it was sent: not ours to send
 		}
 		if err := send(ctx, e.smtpAddr, m); err != nil {
 			return err
 		}
+		// ---- effect boundary: the mail is sent ----
+		// Recorded even if the term has just ended, so that no later
+		// holder sends it again; a failure here is not the task's.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), replyTimeout)
+		_ = w.client.HSet(rctx, sent, m.Key, a.Token).Err()
+		cancel()
 		w.sent.Add(1)
 		return nil
 	}
