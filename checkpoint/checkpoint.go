@@ -113,6 +113,20 @@ func (e *Epoch) Mark(s, k int) Mark {
 // At returns where index k reads shard s from: its mark's Low.
 func (e *Epoch) At(s, k int) transport.Position { return e.Mark(s, k).Low }
 
+// Low returns the epoch's low watermark in shard s: the lowest Low of its
+// indexes. Below it every index has finished its tasks: a new epoch starts
+// there, a log may drop what lies below it, and the group's lag counts
+// from it.
+func (e *Epoch) Low(s int) transport.Position {
+	low := e.At(s, 0)
+	for k := 1; k < e.R; k++ {
+		if p := e.At(s, k); p.Less(low) {
+			low = p
+		}
+	}
+	return low
+}
+
 // State is the ledger as a holder opened or read it.
 type State struct {
 	Current *Epoch

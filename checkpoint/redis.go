@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/nandi-go/nandi/partition"
 	"github.com/nandi-go/nandi/transport"
 	"github.com/redis/go-redis/v9"
 )
@@ -28,7 +29,7 @@ var (
 // Key is the Redis key of group name's ledger: a hash under the group's
 // hash tag, beside the lease's key (partition.Key), so that on Redis
 // Cluster both live on one node.
-func Key(group string) string { return "{" + group + "}:ledger" }
+func Key(group string) string { return partition.KeyPrefix(group) + "ledger" }
 
 // Redis is the ledger of one group in Redis (a single server, Sentinel or
 // Cluster): one hash, changed only by two scripts, read by a third, so

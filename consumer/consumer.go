@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/nandi-go/nandi/checkpoint"
-	"github.com/nandi-go/nandi/internal/hist"
+	"github.com/nandi-go/nandi/hist"
 	"github.com/nandi-go/nandi/partition"
 	"github.com/nandi-go/nandi/presence"
 	"github.com/nandi-go/nandi/transport"
@@ -32,13 +32,24 @@ type Handler func(ctx context.Context, m *transport.Message) error
 // Consumer pairs a source with a lease and the filter
 // id % Replicas == Index. See the package documentation.
 type Consumer struct {
+	*shared
 	lease  *partition.Lease
-	src    transport.Source
-	h      Handler
-	opts   Options
-	ledger checkpoint.Store // nil when there is none (only a log needs one)
-	log    *slog.Logger
 	runs   atomic.Bool
+	cur    atomic.Pointer[term] // the term being served
+	worker string               // the worker id of presence
+}
+
+// shared is what every term of a consumer works with and what outlives
+// a term: the configuration and the user's code, the counters, the spells
+// of trouble, when each task left unfinished was first taken, and the
+// newest checkpoint epoch seen. A term holds it, never the Consumer.
+type shared struct {
+	src      transport.Source
+	h        Handler
+	opts     Options
+	ledger   checkpoint.Store // nil when there is none (only a log needs one)
+	log      *slog.Logger
+	interval time.Duration // the lease's
 
 	stats    stats
 	drains   hist.H
@@ -49,13 +60,10 @@ type Consumer struct {
 	lastTrim atomic.Int64 // unix ns of the last trim
 
 	failingTasks                                        atomic.Int64 // tasks whose last attempt failed
-	fetching, opening, writing, deadLettering, badShard spell
+	fetching, opening, writing, deadLettering, badShard trouble
 
-	cur atomic.Pointer[term] // the term being served
-
-	worker  string                    // the worker id of presence
-	lastErr atomic.Pointer[lastError] // the last failed attempt, for presence
-	carried atomic.Pointer[carried]   // first-taken times of the last term's unfinished tasks
+	lastErr atomic.Pointer[lastError]  // the last failed attempt, for presence
+	firsts  atomic.Pointer[firstTaken] // when the last term's unfinished tasks were first taken
 
 	seenMu    sync.Mutex
 	seen      int64                // the newest checkpoint epoch seen
@@ -69,21 +77,19 @@ func New(lease *partition.Lease, src transport.Source, h Handler, opts Options) 
 	if lease == nil || src == nil || h == nil {
 		return nil, fmt.Errorf("%w: lease, source and handler are all required", ErrInvalidOptions)
 	}
-	lo := lease.Options()
-	gapTime := time.Duration(float64(lo.Interval) * lo.Gap)
-	opts = opts.withDefaults(gapTime, lo.Interval)
-	if err := opts.validate(gapTime, lo.Interval); err != nil {
+	opts = opts.withDefaults(lease.Margin(), lease.Interval())
+	if err := opts.validate(lease.Margin(), lease.Interval()); err != nil {
 		return nil, err
 	}
-	c := &Consumer{lease: lease, src: src, h: h, opts: opts, log: opts.Logger.With("group", lo.Name), worker: opts.WorkerID}
+	sh := &shared{src: src, h: h, opts: opts, log: opts.Logger.With("group", lease.Name()), interval: lease.Interval(), ledger: opts.Checkpoints}
+	if sh.ledger == nil {
+		if cl := lease.Client(); cl != nil {
+			sh.ledger = checkpoint.NewRedis(cl, lease.Name())
+		}
+	}
+	c := &Consumer{shared: sh, lease: lease, worker: opts.WorkerID}
 	if c.worker == "" {
 		c.worker = presence.NewWorkerID()
-	}
-	c.ledger = opts.Checkpoints
-	if c.ledger == nil {
-		if cl := lease.Client(); cl != nil {
-			c.ledger = checkpoint.NewRedis(cl, lo.Name)
-		}
 	}
 	return c, nil
 }

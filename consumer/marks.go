@@ -18,8 +18,8 @@ import (
 // watermark and the position after the last message read is done but the
 // unfinished tasks: a task cut off at a handover, or stuck failing, costs
 // only itself. Finished tasks leave the list at once, so its size is the
-// number of unfinished tasks (at most MaxPending), however long the first
-// of them keeps failing.
+// number of unfinished tasks (at most MaxPending held whole, and
+// MaxWaiting light), however long the first of them keeps failing.
 type shardTrack struct {
 	next       transport.Position // after the last message read
 	head, tail *task              // unfinished, in position order
@@ -116,12 +116,12 @@ func sameMark(a, b checkpoint.Mark) bool {
 }
 
 // finish takes a finished task out of its shard's unfinished list; the
-// CheckpointEvery'th since the last write asks intake for one.
+// CheckpointEvery'th since the last write asks the writer for one.
 func (tr *term) finish(t *task) {
 	tr.mu.Lock()
 	tr.shards[t.shard].remove(t)
 	tr.since++
-	full := tr.since >= tr.c.opts.CheckpointEvery
+	full := tr.since >= tr.opts.CheckpointEvery
 	tr.mu.Unlock()
 	if full {
 		select {
@@ -135,13 +135,13 @@ func (tr *term) finish(t *task) {
 // writes: at most 100 a second per worker.
 const minWriteGap = 10 * time.Millisecond
 
-// writer writes the term's checkpoints every CheckpointInterval, or sooner
+// writer writes the term's marks every CheckpointInterval, or sooner
 // when CheckpointEvery tasks have finished, on its own goroutine, so that
-// intake never waits for Redis. A write that meets a new epoch (another
-// holder found the log rewound) stops the term's taking, so that serve
-// drains and opens again.
-func (c *Consumer) writer(tr *term) {
-	tick := time.NewTicker(c.opts.CheckpointInterval)
+// intake never waits for the store. A write that meets a new epoch
+// (another holder found the log rewound) stops the term's taking, so that
+// serve drains and opens again.
+func (tr *term) writer() {
+	tick := time.NewTicker(tr.opts.CheckpointInterval)
 	defer tick.Stop()
 	var last time.Time
 	for {
@@ -160,7 +160,7 @@ func (c *Consumer) writer(tr *term) {
 			return
 		}
 		last = time.Now()
-		if err := c.writeCheckpoint(tr); errors.Is(err, checkpoint.ErrMoved) {
+		if err := tr.writeMarks(); errors.Is(err, checkpoint.ErrMoved) {
 			tr.moved.Store(true)
 			tr.stop()
 			return
@@ -168,18 +168,14 @@ func (c *Consumer) writer(tr *term) {
 	}
 }
 
-// writeCheckpoint writes the marks that moved since the last write (one
-// write at a time). A failure is logged once per spell; the next write
-// carries the same marks or later ones. It returns the write's error.
-func (c *Consumer) writeCheckpoint(tr *term) error {
-	tr.writing.Lock()
-	defer tr.writing.Unlock()
+// writeMarks writes the marks that moved since the last write (one write
+// at a time). A failure is logged once per spell; the next write carries
+// the same marks or later ones. It returns the write's error.
+func (tr *term) writeMarks() error {
+	tr.writeMu.Lock()
+	defer tr.writeMu.Unlock()
 	tr.mu.Lock()
-	if ms := tr.curBatch; ms != nil {
-		// Intake is inside a batch (Concurrency 1): what is behind it
-		// counts now, not only when the batch ends.
-		tr.advance(ms, int(tr.batchDone.Load()))
-	}
+	tr.behindIntake() // what is behind intake in a batch counts now, not only when the batch ends
 	marks := map[int]checkpoint.Mark{}
 	for s, sh := range tr.shards {
 		m := sh.mark()
@@ -195,52 +191,46 @@ func (c *Consumer) writeCheckpoint(tr *term) error {
 	if len(marks) == 0 {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), c.lease.Options().Interval)
+	ctx, cancel := context.WithTimeout(context.Background(), tr.interval)
 	defer cancel()
 	w := checkpoint.Write{Epoch: tr.st.Current.N, Token: tr.a.Token, Index: tr.a.Index, Marks: marks}
-	if err := c.ledger.Write(ctx, w); err != nil {
-		c.stats.checkpointFailures.Add(1)
-		if c.writing.fail() {
+	if err := tr.ledger.Write(ctx, w); err != nil {
+		tr.stats.checkpointFailures.Add(1)
+		if tr.writing.fail() {
 			tr.log.Warn("checkpoint writes failing", "err", err)
 		}
 		return err
 	}
-	if n, lasted, ok := c.writing.end(); ok {
+	if n, lasted, ok := tr.writing.end(); ok {
 		tr.log.Info("checkpoint writes recovered", "failures", n, "after", lasted)
 	}
-	c.stats.checkpoints.Add(1)
+	tr.stats.checkpoints.Add(1)
 	tr.mu.Lock()
 	for s, m := range marks {
 		tr.shards[s].written = m
 	}
 	tr.mu.Unlock()
-	c.trim(ctx, tr)
+	tr.trim(ctx)
 	return nil
 }
 
 // trim lets a log that can drop finished entries (transport.Trimmer) drop
-// those below every index's checkpoint in the current epoch: no holder
-// reads below its own, and a new epoch starts at their minimum. Index 0's
-// holder does it, at most once an interval.
-func (c *Consumer) trim(ctx context.Context, tr *term) {
-	tm, ok := c.src.(transport.Trimmer)
+// those below the current epoch's low watermark: no holder reads below
+// its own mark, and a new epoch starts at their lowest. Index 0's holder
+// does it, at most once an interval.
+func (tr *term) trim(ctx context.Context) {
+	tm, ok := tr.src.(transport.Trimmer)
 	now := time.Now().UnixNano()
-	last := c.lastTrim.Load()
-	if !ok || tr.a.Index != 0 || now-last < int64(c.lease.Options().Interval) || !c.lastTrim.CompareAndSwap(last, now) {
+	last := tr.lastTrim.Load()
+	if !ok || tr.a.Index != 0 || now-last < int64(tr.interval) || !tr.lastTrim.CompareAndSwap(last, now) {
 		return
 	}
-	st, err := c.ledger.Read(ctx)
-	if err != nil || st.Current == nil || st.Current.N != tr.st.Current.N {
+	st, err := tr.ledger.Read(ctx)
+	if err != nil || st.Current == nil || st.Current.N != tr.st.Current.N || st.Current.R != tr.a.Replicas {
 		return
 	}
 	for s := range st.Current.Start {
-		low := st.Current.At(s, 0)
-		for k := 1; k < st.Current.R; k++ {
-			if p := st.Current.At(s, k); p.Less(low) {
-				low = p
-			}
-		}
-		if err := tm.Trim(ctx, s, low); err != nil {
+		if err := tm.Trim(ctx, s, st.Current.Low(s)); err != nil {
 			tr.log.Warn("trim failed", "shard", s, "err", err)
 		}
 	}

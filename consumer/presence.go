@@ -6,21 +6,9 @@ import (
 	"time"
 
 	"github.com/nandi-go/nandi/presence"
-	"github.com/nandi-go/nandi/transport"
 )
 
 var pid = os.Getpid()
-
-// ends returns the ends of the log served, as of its last description.
-func (c *Consumer) ends() []transport.Position {
-	tr := c.cur.Load()
-	if tr == nil {
-		return nil
-	}
-	tr.mu.Lock()
-	defer tr.mu.Unlock()
-	return tr.ends
-}
 
 // lastError is the last failed attempt, as presence shows it.
 type lastError struct {
@@ -43,7 +31,7 @@ func (c *Consumer) presence(ctx context.Context) {
 	defer tick.Stop()
 	for {
 		wctx, cancel := context.WithTimeout(ctx, lo.Interval)
-		_ = presence.Write(wctx, client, lo.Name, c.record(), ttl)
+		_ = presence.Write(wctx, client, lo.Name, c.record(wctx), ttl)
 		cancel()
 		select {
 		case <-tick.C:
@@ -57,7 +45,7 @@ func (c *Consumer) presence(ctx context.Context) {
 }
 
 // record is the worker's presence record now.
-func (c *Consumer) record() *presence.Record {
+func (c *Consumer) record(ctx context.Context) *presence.Record {
 	st := c.Stats()
 	r := &presence.Record{Worker: c.worker, Host: presence.Host(), PID: pid, Version: presence.Version(),
 		Handled: st.Handled, Failed: st.Failed, InFlight: st.InFlight, Pending: st.Pending, Overdue: st.Overdue,
@@ -71,17 +59,13 @@ func (c *Consumer) record() *presence.Record {
 	for _, d := range st.Oldest {
 		r.Oldest = append(r.Oldest, d.Seconds())
 	}
-	if _, pos, ok := c.Positions(); ok {
-		ends := c.ends()
-		for i, p := range pos {
+	if l, err := c.Lag(ctx); err == nil && l.Held != nil {
+		for _, x := range l.Held {
 			m, sec := int64(-1), -1.0
-			if i < len(ends) {
-				l := transport.LagOf(p, ends[i])
-				if l.Timed {
-					sec = l.Seconds
-				} else if l.Known {
-					m = l.Messages
-				}
+			if x.Timed {
+				sec = x.Seconds
+			} else if x.Known {
+				m = x.Messages
 			}
 			r.LagMessages = append(r.LagMessages, m)
 			r.LagSeconds = append(r.LagSeconds, sec)

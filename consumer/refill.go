@@ -19,35 +19,28 @@ const refillBatch = 64
 // counted against the task). A position the log no longer has becomes a
 // permanent failure of its task (DeadLetter, or skipped and counted),
 // never a silent loss.
-func (c *Consumer) refill(t *task) (v verdict, at time.Time, ok bool) {
-	tr := t.tr
+func (tr *term) refill(t *task) (v verdict, at time.Time, ok bool) {
 	ts := tr.s.lightRun(t, refillBatch)
 	pos := make([]transport.Position, len(ts))
 	for i, u := range ts {
 		pos[i] = u.pos
 	}
-	ctx, cancel := context.WithTimeout(tr.taking, c.lease.Options().Interval)
-	ms, err := c.src.(transport.Rereader).Reread(ctx, t.shard, pos)
+	ctx, cancel := context.WithTimeout(tr.taking, tr.interval)
+	ms, err := tr.src.(transport.Rereader).Reread(ctx, t.shard, pos)
 	cancel()
 	if err == nil && len(ms) != len(pos) {
 		err = fmt.Errorf("consumer: Reread of %d positions returned %d messages (a transport bug)", len(pos), len(ms))
 	}
+	tr.rereadMu.Lock()
+	defer tr.rereadMu.Unlock()
 	if err != nil {
 		if tr.taking.Err() != nil {
 			return leave, time.Time{}, false
 		}
-		c.stats.fetchFailures.Add(1)
-		if c.fetching.fail() {
-			tr.log.Warn("reading waiting tasks again failing; retrying", "shard", t.shard, "position", t.pos.String(), "err", err)
-		}
-		b := min(max(2*time.Duration(tr.refillBackoff.Load()), retryFloor), retryCeiling)
-		tr.refillBackoff.Store(int64(b))
-		return again, time.Now().Add(b), false
+		wait := tr.reread.failed(tr.log, "reading waiting tasks again failing; retrying", err, "shard", t.shard, "position", t.pos.String())
+		return again, time.Now().Add(wait), false
 	}
-	tr.refillBackoff.Store(0)
-	if n, lasted, ok := c.fetching.end(); ok {
-		tr.log.Info("fetch recovered", "failures", n, "after", lasted)
-	}
+	tr.reread.ok(tr.log, "fetch recovered")
 	for i, m := range ms {
 		if m == nil || m.Shard != t.shard || m.Position != pos[i] {
 			m = transport.Gone(t.shard, pos[i], fmt.Sprintf("shard %d position %v (Reread returned another message: a transport bug)", t.shard, pos[i]))
@@ -57,7 +50,7 @@ func (c *Consumer) refill(t *task) (v verdict, at time.Time, ok bool) {
 			ts[i].err = Permanent(m.Err)
 		}
 	}
-	c.stats.reread.Add(int64(len(ms)))
+	tr.stats.reread.Add(int64(len(ms)))
 	tr.s.refilled(ts, ms)
 	return 0, time.Time{}, true
 }

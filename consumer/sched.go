@@ -27,25 +27,28 @@ const (
 	detached
 )
 
-// sched holds a term's tasks that wait for their turn: one id at a time,
-// in the order pushed per id; different ids in parallel. A task that must
-// wait before its next attempt parks its id, and nothing else, until its
-// retry time. It holds at most capacity tasks whole (queued, running or
-// parked).
+// sched is a term's scheduler: intake hands it the owned messages of each
+// batch (submit), and it alone decides how each runs. With Concurrency
+// above 1 it queues them for that many worker goroutines (the pool), each
+// taking a few ready ids per lock. With Concurrency 1 it has no goroutine
+// of its own: it runs each task on intake's goroutine at once, as a plain
+// loop would (inline.go), and queues only the ids of failed tasks (and
+// their later tasks), which intake runs when their retry time comes
+// (runDue).
+//
+// Queued tasks wait for their turn: one id at a time, in the order
+// submitted per id; different ids in parallel. A task that must wait
+// before its next attempt parks its id, and nothing else, until its retry
+// time. It holds at most capacity tasks whole (queued, running or parked).
 //
 // A task waiting behind an id whose first task has failed is held light
 // when the source can read it again (reread): its message is dropped and
 // it no longer counts toward capacity, so that a failing id's backlog
 // never stops the other ids; at most maxWaiting tasks are light at once.
-// A light task is read again (Consumer.refill) when it comes first.
-//
-// With Concurrency above 1 it runs its tasks on that many worker
-// goroutines, each taking a few ready ids per lock. With Concurrency 1 it
-// has no goroutine of its own: intake runs tasks inline, and only the ids
-// of failed tasks (and their later tasks) live here, run by intake when
-// their retry time comes (due).
+// A light task is read again (term.refill) when it comes first.
 type sched struct {
-	run func(w *worker, t *task) (verdict, time.Time)
+	tr *term
+	w0 *worker // intake's: it runs Options.ID, and tasks inline
 
 	mu       sync.Mutex
 	work     *sync.Cond // workers: an id is ready, or closed
@@ -64,10 +67,13 @@ type sched struct {
 	waiting    int          // light tasks (not counted in held)
 	waitingN   atomic.Int64 // waiting, for Stats
 
-	wake    chan struct{} // capacity 1: the earliest retry time changed
-	done    chan struct{} // closed by close
-	workers []*worker
+	wake    chan struct{}  // capacity 1: the earliest retry time changed
+	done    chan struct{}  // closed by close
+	workers []*worker      // the pool; none with Concurrency 1
 	wg      sync.WaitGroup // the timer goroutine and every worker not detached
+
+	batch  []*task    // submitPool's scratch
+	dueBuf []*idQueue // runDue's scratch
 }
 
 type idQueue struct {
@@ -90,52 +96,10 @@ func (q *idQueue) pop() {
 	}
 }
 
-// worker is one goroutine that runs user code for a term: a scheduler
-// worker, or intake itself. While it runs user code it can be detached:
-// the term stops waiting for it, and when the user code returns the
-// goroutine ends without touching anything.
-type worker struct {
-	state atomic.Int32
-	task  atomic.Pointer[task] // the task of the attempt in progress (nil inline)
-}
-
-const (
-	workerIdle     = iota // in the consumer's own code
-	workerAttempt         // in an attempt: user code may run
-	workerDetached        // detached during an attempt; its WaitGroup count given back
-	workerExited
-)
-
-// begin marks the start of an attempt of t (before the gate is entered).
-func (w *worker) begin(t *task) {
-	w.task.Store(t)
-	w.state.Store(workerAttempt)
-}
-
-// end marks the end of an attempt; false means the worker was detached
-// meanwhile and must return without touching the task or the scheduler.
-func (w *worker) end() bool {
-	return w.state.CompareAndSwap(workerAttempt, workerIdle)
-}
-
-// detached reports whether the worker was detached (cheap: one load).
-func (w *worker) detached() bool { return w.state.Load() == workerDetached }
-
-// detach detaches the worker if it is in an attempt, counting it in
-// overdue first (so that its return, which takes it off, never runs ahead
-// of the count). It reports whether it did.
-func (w *worker) detach(overdue *atomic.Int64) bool {
-	overdue.Add(1)
-	if w.state.CompareAndSwap(workerAttempt, workerDetached) {
-		return true
-	}
-	overdue.Add(-1)
-	return false
-}
-
-func newSched(workers, capacity int, reread bool, maxWaiting int, run func(*worker, *task) (verdict, time.Time)) *sched {
+func newSched(tr *term, concurrency, capacity int, reread bool, maxWaiting int) *sched {
 	s := &sched{
-		run:        run,
+		tr:         tr,
+		w0:         &worker{},
 		byID:       make(map[uint64]*idQueue),
 		capacity:   capacity,
 		reread:     reread,
@@ -145,17 +109,33 @@ func newSched(workers, capacity int, reread bool, maxWaiting int, run func(*work
 	}
 	s.work = sync.NewCond(&s.mu)
 	s.room = sync.NewCond(&s.mu)
-	if workers == 0 {
+	if concurrency == 1 {
 		return s
 	}
-	s.wg.Add(1 + workers)
+	s.wg.Add(1 + concurrency)
 	go s.timers()
-	for range workers {
+	for range concurrency {
 		w := &worker{}
 		s.workers = append(s.workers, w)
 		go s.loop(w)
 	}
 	return s
+}
+
+// inline reports whether tasks run on intake's goroutine (Concurrency 1).
+func (s *sched) inline() bool { return len(s.workers) == 0 }
+
+// submit takes the owned messages of a batch (offers, in batch order; ms
+// is the whole batch): inline, it runs them now (runInline); otherwise it
+// queues them for the pool (submitPool). Either way reading moves past a
+// message only once it is behind intake: done, another index's, or in the
+// bookkeeping as unfinished. It returns false when the term stopped
+// taking (the rest of the batch stays unread) or intake was detached.
+func (s *sched) submit(ms []*transport.Message, offers []offer) bool {
+	if s.inline() {
+		return s.runInline(ms, offers)
+	}
+	return s.submitPool(ms, offers)
 }
 
 // reserve waits for room for at least one task and reserves room for up
@@ -173,17 +153,6 @@ func (s *sched) reserve(k int) int {
 	n := min(k, s.capacity-s.held)
 	s.held += n
 	return n
-}
-
-// tryReserve reserves room for one task without waiting.
-func (s *sched) tryReserve() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.halted || s.held >= s.capacity {
-		return false
-	}
-	s.held++
-	return true
 }
 
 func (s *sched) queue(id uint64) *idQueue {
@@ -214,36 +183,6 @@ func (s *sched) enqueue(ts []*task) {
 		q.push(t)
 		s.ready.push(q)
 		s.work.Signal()
-	}
-}
-
-// blocked reports whether id has tasks here (then a new task of id must
-// wait behind them). Without a lock: only with Concurrency 1, where intake
-// is the only goroutine that changes the scheduler.
-func (s *sched) blocked(id uint64) bool {
-	return len(s.byID) > 0 && s.byID[id] != nil
-}
-
-// park holds a reserved task that failed inline until at, its id blocked.
-func (s *sched) park(t *task, at time.Time) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	q := s.queue(t.id)
-	q.push(t)
-	q.retryAt = at
-	q.failing = true
-	heap.Push(&s.parked, q)
-}
-
-// enqueueBehind queues a reserved task behind the tasks of its id, which
-// has some (Concurrency 1).
-func (s *sched) enqueueBehind(t *task) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	q := s.byID[t.id]
-	q.push(t)
-	if q.failing {
-		s.lighten(t)
 	}
 }
 
@@ -303,66 +242,6 @@ func (s *sched) refilled(ts []*task, ms []*transport.Message) {
 	s.waitingN.Store(int64(s.waiting))
 }
 
-// release gives back the room of a reserved task that never entered.
-func (s *sched) release() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.held--
-	s.room.Signal()
-}
-
-// afterInline settles q's first task (Concurrency 1, where no worker takes
-// ready ids) and reports whether the id's next task may run now.
-func (s *sched) afterInline(q *idQueue, v verdict, at time.Time) (more bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	switch v {
-	case finished:
-		q.pop()
-		s.held--
-		q.failing = false
-		if q.len() == 0 {
-			delete(s.byID, q.id)
-			s.free = append(s.free, q)
-			return false
-		}
-		return true
-	case again:
-		q.retryAt = at
-		s.demote(q)
-		heap.Push(&s.parked, q)
-	}
-	return false
-}
-
-// first returns q's first task, under the lock.
-func (s *sched) first(q *idQueue) *task {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return q.first()
-}
-
-// nextDue is the earliest retry time (zero when nothing is parked).
-func (s *sched) nextDue() time.Time {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if len(s.parked) == 0 {
-		return time.Time{}
-	}
-	return s.parked[0].retryAt
-}
-
-// due pops the ids whose retry time has come (Concurrency 1: intake runs
-// them).
-func (s *sched) due(now time.Time, out []*idQueue) []*idQueue {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for len(s.parked) > 0 && !s.parked[0].retryAt.After(now) {
-		out = append(out, heap.Pop(&s.parked).(*idQueue))
-	}
-	return out
-}
-
 func (s *sched) afterLocked(q *idQueue, v verdict, at time.Time) {
 	switch v {
 	case finished:
@@ -392,77 +271,6 @@ func (s *sched) afterLocked(q *idQueue, v verdict, at time.Time) {
 	}
 }
 
-// workerBatch is how many ready ids a worker takes per lock.
-const workerBatch = 8
-
-func (s *sched) loop(w *worker) {
-	defer func() {
-		if w.state.CompareAndSwap(workerIdle, workerExited) {
-			s.wg.Done()
-		}
-	}()
-	var qs [workerBatch]*idQueue
-	var ts [workerBatch]*task
-	var vs [workerBatch]verdict
-	var ats [workerBatch]time.Time
-	s.mu.Lock()
-	for {
-		for s.ready.len() == 0 && !s.closed {
-			s.work.Wait()
-		}
-		if s.closed {
-			s.mu.Unlock()
-			return
-		}
-		// A share of what is ready, so that the other workers get theirs.
-		n := min(workerBatch, max(1, s.ready.len()/len(s.workers)))
-		for i := range n {
-			qs[i] = s.ready.pop()
-			ts[i] = qs[i].first() // under the lock: intake appends to the queue
-		}
-		s.mu.Unlock()
-		for i := range n {
-			vs[i], ats[i] = s.run(w, ts[i])
-			if vs[i] == detached {
-				return
-			}
-		}
-		s.mu.Lock()
-		for i := range n {
-			s.afterLocked(qs[i], vs[i], ats[i])
-			qs[i], ts[i] = nil, nil
-		}
-	}
-}
-
-// timers moves parked ids back to ready at their retry times (Concurrency
-// above 1).
-func (s *sched) timers() {
-	defer s.wg.Done()
-	timer := time.NewTimer(time.Hour)
-	timer.Stop()
-	for {
-		s.mu.Lock()
-		now := time.Now()
-		for len(s.parked) > 0 && !s.parked[0].retryAt.After(now) {
-			s.ready.push(heap.Pop(&s.parked).(*idQueue))
-			s.work.Signal()
-		}
-		if len(s.parked) > 0 {
-			timer.Reset(s.parked[0].retryAt.Sub(now))
-		}
-		s.mu.Unlock()
-		select {
-		case <-timer.C:
-		case <-s.wake:
-			timer.Stop()
-		case <-s.done:
-			timer.Stop()
-			return
-		}
-	}
-}
-
 // halt makes reserve refuse from now on, waking one that waits for room.
 func (s *sched) halt() {
 	s.mu.Lock()
@@ -487,19 +295,19 @@ func (s *sched) close() {
 	close(s.done)
 }
 
-// detach stops waiting for the workers that are in an attempt now, and
-// returns their tasks: user code that has outlived its term. Only after
-// close.
-func (s *sched) detach(overdue *atomic.Int64) []*task {
-	var out []*task
+// detach stops waiting for the workers that are in an attempt now (intake
+// among them, in Options.ID or in a task it runs inline), and returns
+// their tasks, and whether intake was: user code that has outlived its
+// term. Only after close.
+func (s *sched) detach(overdue *atomic.Int64) (late []*task, intake bool) {
 	for _, w := range s.workers {
 		t := w.task.Load()
 		if w.detach(overdue) {
 			s.wg.Done()
-			out = append(out, t)
+			late = append(late, t)
 		}
 	}
-	return out
+	return late, s.w0.detach(overdue)
 }
 
 // join waits for the timer goroutine and every worker not detached, and

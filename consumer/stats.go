@@ -4,7 +4,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/nandi-go/nandi/internal/hist"
+	"github.com/nandi-go/nandi/hist"
 )
 
 // Stats counts what a Consumer did. Counts are since New; gauges are now.
@@ -16,7 +16,11 @@ type Stats struct {
 	DeadLetters int64 // tasks given to DeadLetter successfully
 	Skipped     int64 // tasks that could not succeed (ErrPermanent) with no DeadLetter: skipped and logged
 	Abandoned   int64 // tasks not done when their term ended (done again by the next holder)
-	Unowned     int64 // messages of a source that is not a log read while holding nothing: lost (NATS core)
+	Unheld      int64 // messages of a source that is not a log read while holding nothing: lost (NATS core, Watermill)
+	// Unowned is Unheld.
+	//
+	// Deprecated: use Unheld (NotOwned counts another index's messages).
+	Unowned     int64
 	Checkpoints int64 // checkpoint writes
 	Terms       int64 // terms served
 
@@ -64,7 +68,7 @@ type Stats struct {
 }
 
 type stats struct {
-	handled, notOwned, doneBefore, failed, deadLetters, skipped, abandoned, unowned, checkpoints, terms    atomic.Int64
+	handled, notOwned, doneBefore, failed, deadLetters, skipped, abandoned, unheld, checkpoints, terms     atomic.Int64
 	panics, fetchFailures, openFailures, checkpointFailures, badShard, overdueTotal, ledgerLosses, rewinds atomic.Int64
 	corruptLedger, reread                                                                                  atomic.Int64
 }
@@ -75,7 +79,7 @@ func (c *Consumer) Stats() Stats {
 	out := Stats{
 		Handled: s.handled.Load(), NotOwned: s.notOwned.Load(), DoneBefore: s.doneBefore.Load(),
 		Failed: s.failed.Load(), DeadLetters: s.deadLetters.Load(), Skipped: s.skipped.Load(),
-		Abandoned: s.abandoned.Load(), Unowned: s.unowned.Load(), Checkpoints: s.checkpoints.Load(), Terms: s.terms.Load(),
+		Abandoned: s.abandoned.Load(), Unheld: s.unheld.Load(), Unowned: s.unheld.Load(), Checkpoints: s.checkpoints.Load(), Terms: s.terms.Load(),
 		Panics: s.panics.Load(), FetchFailures: s.fetchFailures.Load(), OpenFailures: s.openFailures.Load(),
 		CheckpointFailures: s.checkpointFailures.Load(), BadShard: s.badShard.Load(), OverdueTotal: s.overdueTotal.Load(),
 		LedgerLosses: s.ledgerLosses.Load(), Rewinds: s.rewinds.Load(), CorruptLedger: s.corruptLedger.Load(), Reread: s.reread.Load(),

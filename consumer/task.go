@@ -12,7 +12,7 @@ import (
 // A task waiting behind an id whose first task is failing may be held
 // light: m is nil, and only its place (shard, pos) and id are kept; the
 // message is read again from the log (transport.Rereader) when its turn
-// comes (see sched.demote and Consumer.refill).
+// comes (see sched.lighten and term.refill).
 type task struct {
 	m     *transport.Message // nil while light
 	id    uint64
@@ -27,14 +27,14 @@ type task struct {
 	backoff  time.Duration
 	lastErr  error
 	dead     bool // gone to the dead-letter path: DeadLetter is what is retried
-	failing  bool // counted in Consumer.failingTasks
+	failing  bool // counted in shared.failingTasks
 	settled  bool // finished and accounted for: not handed back at the term's end
 
 	before, after *task // its shard's unfinished list, under tr.mu
 }
 
-func newTask(tr *term, m *transport.Message, id uint64, err error, taken time.Time) *task {
-	return &task{m: m, id: id, err: err, tr: tr, taken: taken, shard: m.Shard, pos: m.Position}
+func (tr *term) newTask(m *transport.Message, id uint64, err error, now time.Time) *task {
+	return &task{m: m, id: id, err: err, tr: tr, taken: tr.firstTakenAt(m.Shard, m.Position, now), shard: m.Shard, pos: m.Position}
 }
 
 // outcome is how an attempt ended.
@@ -50,7 +50,7 @@ const (
 
 // settle does the bookkeeping of an attempt that ended while its worker
 // was not detached, and returns what the scheduler does next.
-func (c *Consumer) settle(t *task, out outcome) verdict {
+func (tr *term) settle(t *task, out outcome) verdict {
 	switch out {
 	case outRetry:
 		return again
@@ -59,31 +59,31 @@ func (c *Consumer) settle(t *task, out outcome) verdict {
 	}
 	switch out {
 	case outHandled:
-		c.stats.handled.Add(1)
+		tr.stats.handled.Add(1)
 	case outDeadLettered:
-		c.stats.deadLetters.Add(1)
+		tr.stats.deadLetters.Add(1)
 	case outSkipped:
-		c.stats.skipped.Add(1)
+		tr.stats.skipped.Add(1)
 	}
-	c.notFailing(t)
+	tr.notFailing(t)
 	if t.m.Ack != nil {
 		t.m.Ack()
 	}
-	t.tr.finish(t)
+	tr.finish(t)
 	t.settled = true
 	return finished
 }
 
-// abandon hands back tasks a term did not finish: queued, waiting to retry,
-// cut off by the lease, or overdue. A log reads them again from the
+// abandon hands back tasks the term did not finish: queued, waiting to
+// retry, cut off by the lease, or overdue. A log reads them again from the
 // checkpoint (which never passed them); other sources have given them up.
-func (c *Consumer) abandon(ts []*task) {
+func (tr *term) abandon(ts []*task) {
 	for _, t := range ts {
 		if t.settled {
 			continue // finished by a worker detached before it could say so
 		}
-		c.stats.abandoned.Add(1)
-		c.notFailing(t)
+		tr.stats.abandoned.Add(1)
+		tr.notFailing(t)
 		if t.m != nil && t.m.Ack != nil {
 			t.m.Ack()
 		}

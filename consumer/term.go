@@ -13,11 +13,14 @@ import (
 	"github.com/nandi-go/nandi/transport"
 )
 
-// term is one term of the lease being served: from the moment the lease
-// issues it to the end of its drain. Everything a term starts is joined or
-// detached by the end of serve.
+// term is the engine of one term of the lease: from the moment the lease
+// issues it to the end of its drain, it opens the log (open.go), takes
+// messages (intake.go) into its scheduler (sched.go, inline.go), runs
+// their attempts (attempt.go), keeps and writes its marks (marks.go) and
+// drains (drain.go). It sees what outlives it only through shared.
+// Everything a term starts is joined or detached by the end of serve.
 type term struct {
-	c    *Consumer
+	*shared
 	t    *partition.Term
 	a    partition.Assignment
 	info transport.Info
@@ -42,60 +45,47 @@ type term struct {
 	gate drain.Gate // the attempts running: the drain waits for them
 	s    *sched
 
-	// inline is Concurrency 1: intake runs each task itself, as a plain
-	// loop would, with no goroutine hand-off and no bookkeeping for a task
-	// that succeeds at once. w0 is intake's worker (detached if user code
-	// it runs outlives the term); intakeDone is closed when it returns.
-	inline     bool
-	w0         *worker
+	// intakeDone is closed when intake returns. Intake runs on its own
+	// goroutine (with Concurrency 1 it runs tasks too; see inline.go).
 	intakeDone chan struct{}
-	// The batch intake is running inline, and how many of its messages are
-	// behind it (done, not owned, or recorded as unfinished): if intake is
-	// detached in the middle, the drain advances reading over those only.
-	curBatch  []*transport.Message // under mu
-	batchDone atomic.Int64
-	dueBuf    []*idQueue // intake's scratch
-	// fetchBackoff is the wait after a failed fetch (the goroutine that
-	// fetches owns it); refillBackoff after a failed Reread.
-	fetchBackoff  time.Duration
-	refillBackoff atomic.Int64
+	fetch      retry        // intake's fetches (the goroutine that fetches owns it)
+	reread     retry        // reading waiting tasks again (under rereadMu)
+	rereadMu   sync.Mutex   // guards reread
+	offers     []offer      // intake's scratch: the owned messages of a batch
+	batchDone  atomic.Int64 // how much of the batch intake runs inline is behind it
 
 	mu      sync.Mutex
-	st      *checkpoint.State    // logs only
-	shards  []*shardTrack        // nil until the log is open
-	since   int                  // tasks finished since the last checkpoint write
-	flush   chan struct{}        // capacity 1: CheckpointEvery tasks finished
-	moved   atomic.Bool          // a checkpoint write met a new epoch: open again
-	grew    atomic.Int64         // the log has this many shards now: open again
-	ends    []transport.Position // the log's ends at its last description (under mu)
-	writing sync.Mutex           // one checkpoint write at a time
-	batch   []*task              // intake's scratch: the owned tasks of a batch
-	batchAt []int                // and the index of each in its batch
+	st      *checkpoint.State // logs only
+	shards  []*shardTrack     // nil until the log is open
+	since   int               // tasks finished since the last checkpoint write
+	flush   chan struct{}     // capacity 1: CheckpointEvery tasks finished
+	moved   atomic.Bool       // a checkpoint write met a new epoch: open again
+	grew    atomic.Int64      // the log has this many shards now: open again
+	writeMu sync.Mutex        // one checkpoint write at a time
+	// curBatch is the batch intake runs inline (under mu): if intake is
+	// detached in the middle, the drain advances reading over what is
+	// behind it (batchDone), not past the message it runs.
+	curBatch []*transport.Message
 
 	done chan struct{} // closed when serve is done: the watcher returns
 	wg   sync.WaitGroup
 }
 
-func (c *Consumer) newTerm(runCtx, loop context.Context, t *partition.Term, info transport.Info) *term {
+func newTerm(sh *shared, runCtx, loop context.Context, t *partition.Term, info transport.Info) *term {
 	a := t.Assignment()
 	tr := &term{
-		c: c, t: t, a: a, info: info,
-		log:   c.log.With("index", a.Index, "replicas", a.Replicas, "token", a.Token),
-		flush: make(chan struct{}, 1),
-		done:  make(chan struct{}),
-
-		inline:     c.opts.Concurrency == 1,
-		w0:         &worker{},
+		shared: sh, t: t, a: a, info: info,
+		log:        sh.log.With("index", a.Index, "replicas", a.Replicas, "token", a.Token),
+		flush:      make(chan struct{}, 1),
+		done:       make(chan struct{}),
 		intakeDone: make(chan struct{}),
 	}
+	tr.fetch = retry{spell: &sh.fetching, count: &sh.stats.fetchFailures}
+	tr.reread = retry{spell: &sh.fetching, count: &sh.stats.fetchFailures}
 	tr.ctx, tr.cancel = context.WithCancel(withAssignment(context.WithoutCancel(runCtx), a))
 	tr.taking, tr.stopTaking = context.WithCancel(loop)
-	workers := c.opts.Concurrency
-	if tr.inline {
-		workers = 0
-	}
-	_, reread := c.src.(transport.Rereader)
-	tr.s = newSched(workers, c.opts.MaxPending, reread && info.Log, c.opts.MaxWaiting, c.execute)
+	_, reread := sh.src.(transport.Rereader)
+	tr.s = newSched(tr, sh.opts.Concurrency, sh.opts.MaxPending, reread && info.Log, sh.opts.MaxWaiting)
 	tr.base = time.Now()
 	tr.setPause()
 	tr.wg.Go(func() { tr.watch(loop) })
@@ -110,7 +100,7 @@ const pauseLead = time.Millisecond
 
 // setPause moves the pause to the term's deadline now.
 func (tr *term) setPause() {
-	at := tr.t.Deadline().Add(-tr.c.opts.DrainTimeout - pauseLead)
+	at := tr.t.Deadline().Add(-tr.opts.DrainTimeout - pauseLead)
 	tr.pauseAt.Store(at.UnixNano())
 	tr.pauseAfter.Store(int64(at.Sub(tr.base)))
 }
@@ -161,14 +151,9 @@ func (tr *term) watch(loop context.Context) {
 	}
 }
 
-// mayStartNow is mayStart's common case, small enough to inline: the
-// term takes work and is not in its pause, on the monotonic clock.
-func (tr *term) mayStartNow() bool {
-	_, ok := tr.mayStartAt()
-	return ok
-}
-
-// mayStartAt is mayStartNow with the clock reading it made (time since
+// mayStartAt reports whether work may start now, the common case, small
+// enough to inline: the term takes work and is not in its pause, on the
+// monotonic clock. It returns the clock reading it made (time since
 // base), which the caller may use as the task's start.
 func (tr *term) mayStartAt() (time.Duration, bool) {
 	if tr.over.Load() || isDone(tr.t.Done()) {
@@ -180,25 +165,12 @@ func (tr *term) mayStartAt() (time.Duration, bool) {
 
 // mayStart reports whether work may start now: the term takes work, and
 // it is not within DrainTimeout of a deadline the renewal has not moved
-// yet (then it waits for the renewal). The common case is mayStartNow.
+// yet (then it waits for the renewal). The common case is mayStartAt.
 func (tr *term) mayStart() bool {
-	if tr.mayStartNow() {
+	if _, ok := tr.mayStartAt(); ok {
 		return true
 	}
-	for {
-		renewal := tr.t.Renewal()
-		if tr.over.Load() || !tr.t.Held() {
-			return false
-		}
-		if time.Until(tr.t.Deadline()) >= tr.c.opts.DrainTimeout+pauseLead {
-			return true
-		}
-		select {
-		case <-renewal:
-		case <-tr.taking.Done():
-			return false
-		}
-	}
+	return !tr.over.Load() && tr.t.Room(tr.taking, tr.opts.DrainTimeout+pauseLead) && !tr.over.Load()
 }
 
 // close ends what the term started (its watcher) and its handlers'
@@ -208,13 +180,4 @@ func (tr *term) close() {
 	tr.wg.Wait()
 	tr.cancel()
 	tr.stopTaking()
-}
-
-func isDone(ch <-chan struct{}) bool {
-	select {
-	case <-ch:
-		return true
-	default:
-		return false
-	}
 }

@@ -1,6 +1,7 @@
 package hist
 
 import (
+	"math"
 	"sync/atomic"
 	"time"
 )
@@ -48,4 +49,29 @@ func (h *H) Snapshot() Snapshot {
 	}
 	s.Count = c + h.counts[len(Bounds)].Load()
 	return s
+}
+
+// Quantile returns an upper bound of the q-quantile (0 <= q <= 1) of the
+// durations observed: the upper bound of the first bucket that holds it
+// (the largest bound when it lies beyond them), 0 when there is none.
+func (s Snapshot) Quantile(q float64) time.Duration {
+	if s.Count == 0 || len(s.Bounds) == 0 {
+		return 0
+	}
+	rank := uint64(math.Ceil(q * float64(s.Count)))
+	rank = max(rank, 1)
+	for i, c := range s.Buckets {
+		if c >= rank {
+			return s.Bounds[i]
+		}
+	}
+	return s.Bounds[len(s.Bounds)-1]
+}
+
+// Mean returns the mean of the durations observed (0 when there is none).
+func (s Snapshot) Mean() time.Duration {
+	if s.Count == 0 {
+		return 0
+	}
+	return s.Sum / time.Duration(s.Count)
 }

@@ -1,7 +1,9 @@
 // Package metrics exports nandi's leases and consumers to Prometheus.
 //
-// Register a lease (RegisterLease), a consumer with its lease (Register) or
-// a Watermill router middleware (RegisterFilter) on a registry you pass; nothing is registered on the global one. The
+// Register a lease (RegisterLease) or a consumer with its lease (Register)
+// on a registry you pass; nothing is registered on the global one. (A
+// watermillfilter.Filter registers with package metrics/watermillmetrics,
+// so that this package never pulls Watermill into a build.) The
 // collectors read the lease's and the consumer's counts at scrape time, so
 // they cost nothing between scrapes. Every metric carries the label
 // group (the lease's Options.Name); add your own (a pod name) with

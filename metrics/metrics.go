@@ -6,12 +6,10 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/nandi-go/nandi/checkpoint"
 	"github.com/nandi-go/nandi/consumer"
-	"github.com/nandi-go/nandi/internal/hist"
+	"github.com/nandi-go/nandi/hist"
 	"github.com/nandi-go/nandi/partition"
 	"github.com/nandi-go/nandi/transport"
-	"github.com/nandi-go/nandi/transport/watermillsub"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -60,6 +58,15 @@ func Register(reg prometheus.Registerer, c *consumer.Consumer, opts Options) err
 		return err
 	}
 	return nil
+}
+
+// NewDesc returns the description of a metric of group under o (its
+// namespace and constant labels, and the group label): for packages that
+// export figures of their own beside nandi's, as metrics/watermillmetrics
+// does.
+func (o Options) NewDesc(group, subsystem, name, help string, variableLabels ...string) *prometheus.Desc {
+	o = o.withDefaults()
+	return prometheus.NewDesc(prometheus.BuildFQName(o.Namespace, subsystem, name), help, variableLabels, labels(o, group))
 }
 
 func labels(o Options, group string) prometheus.Labels {
@@ -142,8 +149,7 @@ func histogram(d *prometheus.Desc, s hist.Snapshot) prometheus.Metric {
 
 type consumerCollector struct {
 	stats                                        func() consumer.Stats
-	positions                                    func() (partition.Assignment, []transport.Position, bool)
-	info                                         func(context.Context) (transport.Info, error)
+	lagOf                                        func(context.Context) (consumer.Lag, error)
 	dropped                                      func() int64 // nil: the source drops nothing
 	timeout                                      time.Duration
 	messages, failures, inFlight, drains, writes *prometheus.Desc
@@ -154,7 +160,6 @@ type consumerCollector struct {
 	rewinds, handling, groupLagMessages          *prometheus.Desc
 	groupLagSeconds, corruptLedger, waiting      *prometheus.Desc
 	reread                                       *prometheus.Desc
-	ledger                                       func(context.Context) (*checkpoint.State, error) // nil: no ledger
 }
 
 func newConsumerCollector(c *consumer.Consumer, o Options) *consumerCollector {
@@ -162,23 +167,17 @@ func newConsumerCollector(c *consumer.Consumer, o Options) *consumerCollector {
 	if d, ok := c.Source().(transport.Dropper); ok {
 		dropped = d.Dropped
 	}
-	cc := consumerCollectorOf(c.Lease().Options().Name, c.Stats, c.Positions, c.Source().Info, dropped, o)
-	if st := c.Checkpoints(); st != nil {
-		cc.ledger = st.Read
-	}
-	return cc
+	return consumerCollectorOf(c.Lease().Name(), c.Stats, c.Lag, dropped, o)
 }
 
-func consumerCollectorOf(group string, stats func() consumer.Stats, positions func() (partition.Assignment, []transport.Position, bool),
-	info func(context.Context) (transport.Info, error), dropped func() int64, o Options) *consumerCollector {
+func consumerCollectorOf(group string, stats func() consumer.Stats, lag func(context.Context) (consumer.Lag, error), dropped func() int64, o Options) *consumerCollector {
 	cl := labels(o, group)
 	d := func(name, help string, vars ...string) *prometheus.Desc {
 		return prometheus.NewDesc(prometheus.BuildFQName(o.Namespace, "consumer", name), help, vars, cl)
 	}
 	return &consumerCollector{
 		stats:            stats,
-		positions:        positions,
-		info:             info,
+		lagOf:            lag,
 		dropped:          dropped,
 		droppedDesc:      d("dropped_total", "Messages the transport dropped before the consumer read them (NATS core: slow consumer)."),
 		timeout:          o.InfoTimeout,
@@ -228,7 +227,7 @@ func (c *consumerCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.messages, s.DeadLetters, "dead_lettered")
 	counter(c.messages, s.Skipped, "skipped")
 	counter(c.messages, s.Abandoned, "abandoned")
-	counter(c.messages, s.Unowned, "lost_unowned")
+	counter(c.messages, s.Unheld, "lost_unowned")
 	counter(c.messages, s.BadShard, "bad_shard")
 	counter(c.failures, s.Failed)
 	counter(c.panics, s.Panics)
@@ -266,51 +265,24 @@ func (c *consumerCollector) Collect(ch chan<- prometheus.Metric) {
 }
 
 // lag reports, per shard, how far the held index's checkpoint is behind
-// the log's end, and how far the group's lowest checkpoint is.
+// the log's end, and how far the group's lowest checkpoint is
+// (consumer.Lag computes both).
 func (c *consumerCollector) lag(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 	defer cancel()
-	var info transport.Info
-	var infoErr error
-	described := false
-	describe := func() bool {
-		if !described {
-			info, infoErr = c.info(ctx)
-			described = true
-		}
-		return infoErr == nil && info.Log
-	}
-	if _, pos, ok := c.positions(); ok && describe() {
-		c.lagOf(ch, pos, info.Ends, c.lagMessages, c.lagSeconds)
-	}
-	if c.ledger == nil || !describe() {
+	l, err := c.lagOf(ctx)
+	if err != nil {
 		return
 	}
-	st, err := c.ledger(ctx)
-	if err != nil || st.Current == nil {
-		return
-	}
-	low := make([]transport.Position, len(st.Current.Start))
-	for s := range low {
-		low[s] = st.Current.At(s, 0)
-		for k := 1; k < st.Current.R; k++ {
-			if p := st.Current.At(s, k); p.Less(low[s]) {
-				low[s] = p
-			}
-		}
-	}
-	c.lagOf(ch, low, info.Ends, c.groupLagMessages, c.groupLagSeconds)
+	c.lags(ch, l.Held, c.lagMessages, c.lagSeconds)
+	c.lags(ch, l.Group, c.groupLagMessages, c.groupLagSeconds)
 }
 
-// lagOf reports positions pos against the log's ends: in messages for
-// offsets, in entry time for Redis stream IDs.
-func (c *consumerCollector) lagOf(ch chan<- prometheus.Metric, pos, ends []transport.Position, messages, seconds *prometheus.Desc) {
-	for i, p := range pos {
-		if i >= len(ends) {
-			break
-		}
+// lags reports lags per shard: in messages for offsets, in entry time for
+// Redis stream IDs.
+func (c *consumerCollector) lags(ch chan<- prometheus.Metric, ls []transport.Lag, messages, seconds *prometheus.Desc) {
+	for i, l := range ls {
 		shard := strconv.Itoa(i)
-		l := transport.LagOf(p, ends[i])
 		switch {
 		case !l.Known:
 		case l.Timed:
@@ -319,54 +291,4 @@ func (c *consumerCollector) lagOf(ch chan<- prometheus.Metric, pos, ends []trans
 			ch <- prometheus.MustNewConstMetric(messages, prometheus.GaugeValue, float64(l.Messages), shard)
 		}
 	}
-}
-
-// RegisterFilter registers a collector of a Watermill router middleware's
-// figures (watermillsub.Filter) on reg; register its lease with
-// RegisterLease. Series:
-//
-//	nandi_filter_messages_total{outcome}   counter  handled, failed, not_owned, lost_unowned
-//	nandi_filter_panics_total              counter  handler panics recovered (each is also failed)
-//	nandi_filter_overdue_handlers_total    counter  handlers still running when their term's deadline passed
-//	nandi_filter_in_flight                 gauge    handlers running now
-func RegisterFilter(reg prometheus.Registerer, f *watermillsub.Filter, opts Options) error {
-	if reg == nil || f == nil {
-		return errors.New("metrics: registerer and filter are required")
-	}
-	return reg.Register(newFilterCollector(f.Lease().Options().Name, f.Stats, opts.withDefaults()))
-}
-
-type filterCollector struct {
-	stats                               func() watermillsub.FilterStats
-	messages, panics, overdue, inFlight *prometheus.Desc
-}
-
-func newFilterCollector(group string, stats func() watermillsub.FilterStats, o Options) *filterCollector {
-	cl := labels(o, group)
-	d := func(name, help string, vars ...string) *prometheus.Desc {
-		return prometheus.NewDesc(prometheus.BuildFQName(o.Namespace, "filter", name), help, vars, cl)
-	}
-	return &filterCollector{
-		stats:    stats,
-		messages: d("messages_total", "Messages by outcome: handled, failed, not_owned, lost_unowned.", "outcome"),
-		panics:   d("panics_total", "Handler panics recovered (each is also a failed message)."),
-		overdue:  d("overdue_handlers_total", "Handlers still running when their term's deadline passed."),
-		inFlight: d("in_flight", "Handlers running now."),
-	}
-}
-
-func (c *filterCollector) Describe(ch chan<- *prometheus.Desc) { prometheus.DescribeByCollect(c, ch) }
-
-func (c *filterCollector) Collect(ch chan<- prometheus.Metric) {
-	s := c.stats()
-	counter := func(d *prometheus.Desc, v int64, lv ...string) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), lv...)
-	}
-	counter(c.messages, s.Handled, "handled")
-	counter(c.messages, s.Failed, "failed")
-	counter(c.messages, s.NotOwned, "not_owned")
-	counter(c.messages, s.Unowned, "lost_unowned")
-	counter(c.panics, s.Panics)
-	counter(c.overdue, s.Overdue)
-	ch <- prometheus.MustNewConstMetric(c.inFlight, prometheus.GaugeValue, float64(s.InFlight))
 }

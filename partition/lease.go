@@ -25,17 +25,18 @@ const maxOutstanding = 3
 // intervals agree on it. Create it with New, run it with Run, and read it
 // with Current, Next or Term.
 type Lease struct {
-	opts  Options
-	st    store
-	iv    int64 // interval, µs
-	lo    int64 // gap, µs
-	log   *slog.Logger
-	id    uint64
-	seq   atomic.Uint64
-	runs  atomic.Bool
-	rnd   *rand.Rand // used by the Run goroutine only
-	clock Clock      // every reading and deadline of the lease is on it
-	trace func(traceEvent)
+	opts   Options
+	client redis.UniversalClient // nil in simulations
+	st     store
+	iv     int64 // interval, µs
+	lo     int64 // gap, µs
+	log    *slog.Logger
+	id     uint64
+	seq    atomic.Uint64
+	runs   atomic.Bool
+	rnd    *rand.Rand // used by the Run goroutine only
+	clock  Clock      // every reading and deadline of the lease is on it
+	trace  func(traceEvent)
 	// wait sleeps until a registration's send time, more precisely than a
 	// Go timer (whose wake-ups are late by up to a millisecond when the
 	// process is idle); the loop wakes early by waitEarly and hands the rest
@@ -81,7 +82,7 @@ func New(client redis.UniversalClient, opts Options) (*Lease, error) {
 		gap:      opts.Gap,
 	}
 	l := newLease(st, opts)
-	l.wait = sleepUntil
+	l.client, l.wait = client, sleepUntil
 	return l, nil
 }
 
@@ -105,23 +106,42 @@ func newLease(st store, opts Options) *Lease {
 // Key is the Redis key that holds all of group name's lease state: a hash
 // (see "Keys" in the package doc). Tools read it; nothing but the lease's
 // script should write it.
-func Key(name string) string { return "{" + name + "}:lease" }
+func Key(name string) string { return KeyPrefix(name) + "lease" }
+
+// KeyPrefix is what every key of group name begins with, "{name}:": the
+// Redis Cluster hash tag that keeps the group's keys (the lease's, the
+// checkpoint ledger's, the presence records') on one node.
+func KeyPrefix(name string) string { return "{" + name + "}:" }
+
+// Margin is Gap*Interval as the registration script computes it, in whole
+// microseconds: the slack at each end of an interval, the margin a lease
+// holds past its next due registration, and the default time every task
+// has before its lease can run out (consumer.Options.DrainTimeout).
+func Margin(interval time.Duration, gap float64) time.Duration {
+	return time.Duration(gapMicros(interval.Microseconds(), gapPPM(gap))) * time.Microsecond
+}
 
 // CountField is the field of Key that counts the registrations of
 // interval n (the interval that holds server time n*Interval).
 func CountField(n int64) string { return "c:" + strconv.FormatInt(n, 10) }
 
-// Client returns the Redis client the lease registers with: the store of
-// the group's other keys (package consumer keeps its checkpoints there).
-func (l *Lease) Client() redis.UniversalClient {
-	if s, ok := l.st.(*redisStore); ok {
-		return s.client
-	}
-	return nil
-}
+// Client returns the Redis client New was given: the store of the group's
+// other keys (package consumer keeps its checkpoints and presence records
+// there, under KeyPrefix).
+func (l *Lease) Client() redis.UniversalClient { return l.client }
 
 // Options returns the options in force, defaults filled in.
 func (l *Lease) Options() Options { return l.opts }
+
+// Name is the group's name (Options.Name).
+func (l *Lease) Name() string { return l.opts.Name }
+
+// Interval is the lease interval (Options.Interval).
+func (l *Lease) Interval() time.Duration { return l.opts.Interval }
+
+// Margin is Gap*Interval exactly as the registration script computes it
+// (see the function Margin).
+func (l *Lease) Margin() time.Duration { return time.Duration(l.lo) * time.Microsecond }
 
 // Current returns what is held at this instant, checked against the
 // monotonic clock when it is called.

@@ -311,7 +311,7 @@ func TestNextAndTermEvents(t *testing.T) {
 		default:
 		}
 		select {
-		case d := <-term.Renewed():
+		case d := <-term.Deadlines():
 			if !d.After(d0) {
 				t.Errorf("renewed deadline %v not after %v", d, d0)
 			}

@@ -76,7 +76,7 @@ func (o Options) withDefaults() Options {
 		o.Gap = DefaultGap
 	}
 	if o.WaitTimeout == 0 {
-		o.WaitTimeout = (time.Duration(float64(o.Interval)*o.Gap/2) + time.Millisecond - 1).Truncate(time.Millisecond)
+		o.WaitTimeout = (Margin(o.Interval, o.Gap)/2 + time.Millisecond - 1).Truncate(time.Millisecond)
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -102,8 +102,8 @@ func (o Options) validate() error {
 	case o.WaitTimeout < time.Millisecond:
 		return fmt.Errorf("%w: WaitTimeout %v is below 1ms: WAIT counts whole milliseconds, and WAIT with 0 waits forever", ErrInvalidOptions, o.WaitTimeout)
 	}
-	if lo := gapMicros(o.Interval.Microseconds(), gapPPM(o.Gap)); lo < 1000 {
-		return fmt.Errorf("%w: Gap %g of Interval %v is %v, below 1ms: widen the gap or lengthen the interval", ErrInvalidOptions, o.Gap, o.Interval, time.Duration(lo)*time.Microsecond)
+	if m := Margin(o.Interval, o.Gap); m < time.Millisecond {
+		return fmt.Errorf("%w: Gap %g of Interval %v is %v, below 1ms: widen the gap or lengthen the interval", ErrInvalidOptions, o.Gap, o.Interval, m)
 	}
 	return nil
 }

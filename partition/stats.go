@@ -5,7 +5,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nandi-go/nandi/internal/hist"
+	"github.com/nandi-go/nandi/hist"
 )
 
 // Stats are a lease's counts since it was created, for monitoring (package

@@ -1,6 +1,7 @@
 package partition
 
 import (
+	"context"
 	"sync"
 	"time"
 )
@@ -62,19 +63,49 @@ func (t *Term) Deadline() time.Time {
 	return t.clock.Host(t.deadline)
 }
 
-// Renewed receives the new deadline at each renewal. It keeps only the
+// Deadlines receives the new deadline at each renewal. It keeps only the
 // latest one: a reader that falls behind sees the newest deadline, never a
-// stale one.
+// stale one. One reader drains it; for any number of waiters, use
+// Renewal.
+func (t *Term) Deadlines() <-chan time.Time { return t.renewed }
+
+// Renewed is Deadlines.
+//
+// Deprecated: use Deadlines (the name says what it carries, beside
+// Renewal, which signals).
 func (t *Term) Renewed() <-chan time.Time { return t.renewed }
 
 // Renewal returns a channel that is closed at the term's next renewal, or
 // when the term ends: a broadcast that any number of goroutines can wait
-// on, unlike Renewed, which one reader drains. Call it again after it is
-// closed for the renewal after that.
+// on, unlike Deadlines, which one reader drains. Call it again after it
+// is closed for the renewal after that.
 func (t *Term) Renewal() <-chan struct{} {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.renewal
+}
+
+// Room waits until at least d is left before the term's deadline (at
+// once when it is; otherwise at the renewal that moves the deadline) and
+// reports true; it reports false when the term ends, or its deadline
+// passes unrenewed, or ctx ends first. Work that needs d to finish starts
+// only after Room: package consumer before each task, a Watermill
+// middleware before each handler.
+func (t *Term) Room(ctx context.Context, d time.Duration) bool {
+	for {
+		renewal := t.Renewal()
+		if !t.Held() {
+			return false
+		}
+		if time.Until(t.Deadline()) >= d {
+			return true
+		}
+		select {
+		case <-renewal:
+		case <-ctx.Done():
+			return false
+		}
+	}
 }
 
 // Done is closed when the term ends. Err then says why.

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nandi-go/nandi/partition"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -59,7 +60,7 @@ type Record struct {
 }
 
 // SetKey is the sorted set of a group's workers.
-func SetKey(group string) string { return "{" + group + "}:presence" }
+func SetKey(group string) string { return partition.KeyPrefix(group) + "presence" }
 
 // RecordKey is the key of one worker's record.
 func RecordKey(group, worker string) string { return SetKey(group) + ":" + worker }

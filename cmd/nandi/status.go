@@ -92,7 +92,7 @@ func readStatus(ctx context.Context, c redis.UniversalClient, group string) (*St
 func printStatus(w io.Writer, s *Status) {
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "group\t%s\n", s.Group)
-	fmt.Fprintf(tw, "settings\tinterval %v, gap %g (%v)\n", s.Interval, s.Gap, time.Duration(float64(s.Interval)*s.Gap))
+	fmt.Fprintf(tw, "settings\tinterval %v, gap %g (%v)\n", s.Interval, s.Gap, partition.Margin(s.Interval, s.Gap))
 	fmt.Fprintf(tw, "server time\t%s, interval %d at %v\n", s.ServerTime.Format(time.RFC3339Nano), s.Current, s.Offset)
 	fmt.Fprintf(tw, "generation\t%s\n", s.Generation)
 	tw.Flush()
@@ -246,7 +246,7 @@ func cmdWatch(ctx context.Context, args []string, out, errOut io.Writer) int {
 					strings.Join(changes, "; "))
 			}
 			// Just after the next interval begins, past its gap.
-			wait = s.Interval - s.Offset + time.Duration(float64(s.Interval)*s.Gap)
+			wait = s.Interval - s.Offset + partition.Margin(s.Interval, s.Gap)
 		}
 		select {
 		case <-ctx.Done():

@@ -142,7 +142,7 @@ func run(ctx context.Context, out io.Writer, natsURL, redisURL string, workers, 
 	cancel()
 	wg.Wait()
 	for i, c := range consumers {
-		fmt.Fprintf(out, "worker %d handled %d, skipped %d as another's, read %d while holding nothing (lost)\n", i+1, handled[i].Load(), c.Stats().NotOwned, c.Stats().Unowned)
+		fmt.Fprintf(out, "worker %d handled %d, skipped %d as another's, read %d while holding nothing (lost)\n", i+1, handled[i].Load(), c.Stats().NotOwned, c.Stats().Unheld)
 	}
 	if t := total(); t != int64(n) {
 		return fmt.Errorf("%d of %d messages handled", t, n)

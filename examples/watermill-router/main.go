@@ -23,7 +23,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill/pubsub/gochannel"
 	"github.com/alicebob/miniredis/v2"
 	"github.com/nandi-go/nandi/partition"
-	"github.com/nandi-go/nandi/transport/watermillsub"
+	"github.com/nandi-go/nandi/watermillfilter"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -61,7 +61,7 @@ func run(ctx context.Context, out io.Writer, redisURL string, n int) error {
 	var mu sync.Mutex
 	handledBy := map[string][]int{}
 	var leases []*partition.Lease
-	var filters []*watermillsub.Filter
+	var filters []*watermillfilter.Filter
 	for w := 1; w <= 2; w++ {
 		client := redis.NewClient(ropts)
 		defer client.Close()
@@ -70,7 +70,7 @@ func run(ctx context.Context, out io.Writer, redisURL string, n int) error {
 			return err
 		}
 		wg.Go(func() { _ = lease.Run(ctx) })
-		filter := watermillsub.NewFilter(lease, watermillsub.Options{})
+		filter := watermillfilter.New(lease, watermillfilter.Options{})
 		router, err := message.NewRouter(message.RouterConfig{}, watermill.NopLogger{})
 		if err != nil {
 			return err
@@ -125,7 +125,7 @@ func run(ctx context.Context, out io.Writer, redisURL string, n int) error {
 		per[ws[0]]++
 	}
 	for w := 1; w <= 2; w++ {
-		fmt.Fprintf(out, "router %d handled %d, acknowledged %d as the other's\n", w, per[w], filters[w-1].NotOwned())
+		fmt.Fprintf(out, "router %d handled %d, acknowledged %d as the other's\n", w, per[w], filters[w-1].Stats().NotOwned)
 	}
 	if len(handledBy) != n {
 		return fmt.Errorf("%d of %d messages handled", len(handledBy), n)

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"hash/fnv"
 	"maps"
 	"sync"
 
@@ -41,9 +40,7 @@ func (l *Log) Append(key string, payload []byte) (shard int, pos uint64) {
 // AppendWithHeaders adds a message with headers (a trace context, say):
 // copied, and shared by every reader as the payload is.
 func (l *Log) AppendWithHeaders(key string, payload []byte, headers map[string]string) (shard int, pos uint64) {
-	h := fnv.New64a()
-	_, _ = h.Write([]byte(key))
-	shard = int(h.Sum64() % uint64(len(l.shards)))
+	shard = int(transport.KeyHash(key) % uint64(len(l.shards)))
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	pos = uint64(len(l.shards[shard]))

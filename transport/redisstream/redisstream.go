@@ -135,14 +135,7 @@ func Names(prefix string, n int) []string {
 // of the key's bytes, modulo n. It differs from the task id (consumer.ID
 // reads a decimal key as its number), so that streams do not line up with
 // the group's indexes.
-func Shard(key string, n int) int {
-	h := uint64(14695981039346656037)
-	for i := 0; i < len(key); i++ {
-		h ^= uint64(key[i])
-		h *= 1099511628211
-	}
-	return int(h % uint64(n))
-}
+func Shard(key string, n int) int { return int(transport.KeyHash(key) % uint64(n)) }
 
 // StreamFor returns the stream a producer writes key's entries to, so that
 // each key's entries stay in one stream, in order.

@@ -1,10 +1,9 @@
-// Package watermillsub puts Watermill (github.com/ThreeDotsLabs/watermill)
-// under a nandi lease, two ways:
-//
-//   - New makes a transport.Source of any message.Subscriber, for
-//     package consumer;
-//   - Filter is a router middleware that lets an existing Watermill handler
-//     run under a lease you run yourself.
+// Package watermillsub makes a transport.Source of any Watermill
+// (github.com/ThreeDotsLabs/watermill) message.Subscriber, for package
+// consumer. To run an existing Watermill router handler under a lease
+// instead, see package watermillfilter (a router middleware, above
+// package consumer; it moved there from this package, which imports
+// nothing above package partition).
 //
 // # Which subscribers fit
 //
@@ -30,7 +29,7 @@
 // A message a worker does not own is acknowledged on its own subscription
 // and not handled. A message that arrives while the worker holds nothing
 // (about an interval at every change of membership) is acknowledged and
-// dropped, and counted (consumer.Stats Unowned, or Filter.Unowned): keeping
+// dropped, and counted (consumer.Stats.Unheld): keeping
 // it for later would let a worker handle, under a new mapping, a message
 // that its old owner may have handled already. For handovers that lose
 // nothing, read a log with positions instead (transport/redisstream,
@@ -39,5 +38,5 @@
 //
 // The task id is the metadata value Options.KeyMetadata (default "id"), or
 // Options.Key; a message without it carries an error naming its UUID and
-// goes to the consumer's failure policy (the Filter returns that error).
+// goes to the consumer's failure policy.
 package watermillsub

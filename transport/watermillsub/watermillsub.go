@@ -9,7 +9,7 @@ import (
 	"github.com/nandi-go/nandi/transport"
 )
 
-// Options configure a Source or a Filter.
+// Options configure a Source (and the task key of a watermillfilter.Filter).
 type Options struct {
 	// KeyMetadata is the metadata key holding the task id; default "id".
 	KeyMetadata string
@@ -17,7 +17,10 @@ type Options struct {
 	Key func(m *message.Message) (string, error)
 }
 
-func (o Options) key(m *message.Message) (string, error) {
+// TaskKey returns the task key of m: Options.Key's answer, or the
+// metadata value KeyMetadata (default "id"); an error names the message
+// when it has none.
+func (o Options) TaskKey(m *message.Message) (string, error) {
 	if o.Key != nil {
 		return o.Key(m)
 	}
@@ -101,7 +104,7 @@ func (r *reader) Fetch(ctx context.Context) ([]*transport.Message, error) {
 
 func (s *Source) message(m *message.Message) *transport.Message {
 	out := &transport.Message{Payload: m.Payload, Headers: map[string]string(m.Metadata)}
-	out.Key, out.Err = s.opts.key(m)
+	out.Key, out.Err = s.opts.TaskKey(m)
 	if out.Err != nil {
 		out.Key = transport.FallbackKey(m.UUID)
 	}

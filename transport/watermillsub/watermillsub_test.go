@@ -1,10 +1,7 @@
 package watermillsub_test
 
 import (
-	"context"
 	"fmt"
-	"strconv"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,7 +11,6 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/ThreeDotsLabs/watermill/pubsub/gochannel"
 	"github.com/nandi-go/nandi/internal/redistest"
-	"github.com/nandi-go/nandi/partition"
 	"github.com/nandi-go/nandi/transport"
 	"github.com/nandi-go/nandi/transport/transporttest"
 	"github.com/nandi-go/nandi/transport/watermillsub"
@@ -74,66 +70,4 @@ func TestConformanceRedisStream(t *testing.T) {
 			}
 		}
 	}})
-}
-
-// Two routers, each with its own subscription and lease: once the group
-// is settled every message is handled by exactly one of them.
-func TestFilterSplitsTheWorkBetweenRouters(t *testing.T) {
-	srv := redistest.Start(t)
-	ps := gochannel.NewGoChannel(gochannel.Config{OutputChannelBuffer: 1024}, watermill.NopLogger{})
-	defer ps.Close()
-	var mu sync.Mutex
-	handledBy := map[string][]int{}
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	var leases []*partition.Lease
-	var filters []*watermillsub.Filter
-	for w := range 2 {
-		l, err := partition.New(srv.Client(), partition.Options{Name: "wm", Interval: 200 * time.Millisecond})
-		if err != nil {
-			t.Fatal(err)
-		}
-		leases = append(leases, l)
-		wg.Go(func() { _ = l.Run(ctx) })
-		f := watermillsub.NewFilter(l, watermillsub.Options{})
-		filters = append(filters, f)
-		r, err := message.NewRouter(message.RouterConfig{}, watermill.NopLogger{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		r.AddMiddleware(f.Middleware)
-		r.AddConsumerHandler(fmt.Sprintf("w%d", w), "tasks", ps, func(m *message.Message) error {
-			mu.Lock()
-			handledBy[m.Metadata.Get("id")] = append(handledBy[m.Metadata.Get("id")], w)
-			mu.Unlock()
-			return nil
-		})
-		wg.Go(func() { _ = r.Run(ctx) })
-		<-r.Running()
-	}
-	redistest.WaitFor(t, 10*time.Second, "a settled group of two", func() bool {
-		for _, l := range leases {
-			if a, ok := l.Current(); !ok || a.Replicas != 2 {
-				return false
-			}
-		}
-		return true
-	})
-	for i := range 100 {
-		if err := ps.Publish("tasks", msg(strconv.Itoa(i), nil)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	redistest.WaitFor(t, 10*time.Second, "every message handled", func() bool { mu.Lock(); defer mu.Unlock(); return len(handledBy) == 100 })
-	time.Sleep(100 * time.Millisecond)
-	cancel()
-	wg.Wait()
-	for k, ws := range handledBy {
-		if len(ws) != 1 {
-			t.Errorf("message %s handled by workers %v; want exactly one", k, ws)
-		}
-	}
-	if n := filters[0].NotOwned() + filters[1].NotOwned(); n != 100 {
-		t.Errorf("%d messages acknowledged as another's; want 100 (each worker skips the other's half)", n)
-	}
 }

@@ -1,4 +1,4 @@
-package watermillsub
+package watermillfilter
 
 import (
 	"context"
@@ -13,30 +13,50 @@ import (
 	"github.com/nandi-go/nandi/consumer"
 	"github.com/nandi-go/nandi/drain"
 	"github.com/nandi-go/nandi/partition"
+	"github.com/nandi-go/nandi/transport"
+	"github.com/nandi-go/nandi/transport/watermillsub"
 )
+
+// Options configure a Filter.
+type Options struct {
+	// KeyMetadata is the metadata key holding the task id (default "id"),
+	// and Key, if set, returns the task key of a message instead: as for
+	// a watermillsub.Source.
+	KeyMetadata string
+	Key         func(m *message.Message) (string, error)
+	// MinTime is the least time a handler has before its lease can run
+	// out: a message that arrives with less left waits for the renewal.
+	// Default: the lease's Margin, Gap*Interval (as
+	// consumer.Options.DrainTimeout).
+	MinTime time.Duration
+	// Logger receives trouble at Warn (overdue handlers) and Error
+	// (panics); nil is silent.
+	Logger *slog.Logger
+}
 
 // Filter is a router middleware that runs a handler only for the messages
 // a lease owns, under the same rules as package consumer: the handler's
 // context (message.Context) ends at the deadline of the lease it started
 // under, as it stood when the handler started (a renewal meanwhile does
-// not extend it; MinTime is the least it gets);
-// no handler starts within MinTime of a deadline the renewal has not moved
-// yet (it waits for the renewal); when the term changes, handlers of the
-// new term wait until those of the old one have returned (a drain), or
-// until the old deadline has passed, after which those still running are
-// overdue (counted, and logged); and a panic is recovered into a
-// *consumer.PanicError that the middleware returns (the router's retry or
-// poison middleware then decide). Run the lease yourself (lease.Run).
+// not extend it; MinTime is the least it gets); no handler starts within
+// MinTime of a deadline the renewal has not moved yet (it waits for the
+// renewal, partition.Term.Room); when the term changes, handlers of the
+// new term wait until those of the old one have returned (a drain, with
+// drain.Gate), or until the old deadline has passed, after which those
+// still running are overdue (counted, and logged); and a panic is
+// recovered into a *consumer.PanicError that the middleware returns (the
+// router's retry or poison middleware then decide). Run the lease
+// yourself (lease.Run).
 type Filter struct {
 	lease *partition.Lease
-	opts  Options
+	key   watermillsub.Options
 	min   time.Duration
 	log   *slog.Logger
 
 	mu  sync.Mutex
 	cur *filterTerm
 
-	handled, failed, notOwned, unowned, panics, overdue atomic.Int64
+	handled, failed, notOwned, unheld, panics, overdue atomic.Int64
 }
 
 // filterTerm is one term's handlers: the gate the drain waits on, and
@@ -47,50 +67,34 @@ type filterTerm struct {
 	ready chan struct{}
 }
 
-// FilterOptions configure a Filter beyond the message's key.
-type FilterOptions struct {
-	Options
-	// MinTime is the least time a handler has before its lease can run
-	// out: a message that arrives with less left waits for the renewal.
-	// Default: the lease's Gap*Interval (as consumer.Options.DrainTimeout).
-	MinTime time.Duration
-	// Logger receives trouble at Warn (overdue handlers, panics); nil is
-	// silent.
-	Logger *slog.Logger
-}
-
-// NewFilter returns a Filter for lease.
-func NewFilter(lease *partition.Lease, opts Options) *Filter {
-	return NewFilterWith(lease, FilterOptions{Options: opts})
-}
-
-// NewFilterWith returns a Filter for lease with the options of a Filter.
-func NewFilterWith(lease *partition.Lease, opts FilterOptions) *Filter {
-	lo := lease.Options()
+// New returns a Filter for lease. It does no I/O.
+func New(lease *partition.Lease, opts Options) *Filter {
 	if opts.MinTime <= 0 {
-		opts.MinTime = time.Duration(float64(lo.Interval) * lo.Gap)
+		opts.MinTime = lease.Margin()
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Filter{lease: lease, opts: opts.Options, min: opts.MinTime, log: opts.Logger.With("group", lo.Name)}
+	return &Filter{lease: lease, key: watermillsub.Options{KeyMetadata: opts.KeyMetadata, Key: opts.Key}, min: opts.MinTime,
+		log: opts.Logger.With("group", lease.Name())}
 }
 
-// FilterStats counts what a Filter did, since NewFilter.
-type FilterStats struct {
+// Stats counts what a Filter did, since New.
+type Stats struct {
 	Handled  int64 // messages the handler handled (nil error)
 	Failed   int64 // handler errors and panics returned to the router
 	NotOwned int64 // acknowledged without handling: another index's
-	Unowned  int64 // acknowledged and dropped: nothing was held
+	Unheld   int64 // acknowledged and dropped: nothing was held when they came
 	Panics   int64 // handler panics recovered
 	Overdue  int64 // handlers still running when their term's deadline passed
 	InFlight int64 // handlers running now
 }
 
-// Stats returns the counts so far (package metrics exports them).
-func (f *Filter) Stats() FilterStats {
-	s := FilterStats{Handled: f.handled.Load(), Failed: f.failed.Load(), NotOwned: f.notOwned.Load(),
-		Unowned: f.unowned.Load(), Panics: f.panics.Load(), Overdue: f.overdue.Load()}
+// Stats returns the counts so far (package metrics/watermillmetrics
+// exports them).
+func (f *Filter) Stats() Stats {
+	s := Stats{Handled: f.handled.Load(), Failed: f.failed.Load(), NotOwned: f.notOwned.Load(),
+		Unheld: f.unheld.Load(), Panics: f.panics.Load(), Overdue: f.overdue.Load()}
 	f.mu.Lock()
 	if f.cur != nil {
 		s.InFlight = int64(f.cur.gate.InFlight())
@@ -102,27 +106,20 @@ func (f *Filter) Stats() FilterStats {
 // Lease returns the lease the Filter follows.
 func (f *Filter) Lease() *partition.Lease { return f.lease }
 
-// NotOwned counts messages acknowledged without handling as another
-// index's; Unowned those acknowledged and dropped while nothing was held.
-func (f *Filter) NotOwned() int64 { return f.notOwned.Load() }
-
-// Unowned: see NotOwned.
-func (f *Filter) Unowned() int64 { return f.unowned.Load() }
-
 // Middleware runs h for the messages the lease owns, acknowledges the
 // others without running it, and returns the key error of a message
 // without a task id (marked consumer.Permanent: retrying cannot mend it).
 func (f *Filter) Middleware(h message.HandlerFunc) message.HandlerFunc {
 	return func(m *message.Message) ([]*message.Message, error) {
-		k, err := f.opts.key(m)
+		k, err := f.key.TaskKey(m)
 		if err != nil {
 			f.failed.Add(1)
 			return nil, consumer.Permanent(err)
 		}
-		id := consumer.ID(k)
+		id := transport.TaskID(k)
 		ft, t := f.enter(m.Context())
 		if ft == nil {
-			f.unowned.Add(1)
+			f.unheld.Add(1)
 			return nil, nil
 		}
 		defer ft.gate.Leave()
@@ -144,33 +141,27 @@ func (f *Filter) Middleware(h message.HandlerFunc) message.HandlerFunc {
 }
 
 // enter admits a handler under the live term, once work may start in it
-// (not within MinTime of a deadline the renewal has not moved, and after
-// the previous term has drained). It returns nil when nothing is held.
+// (MinTime left before its deadline, and the previous term drained). It
+// returns nil when nothing is held.
 func (f *Filter) enter(ctx context.Context) (*filterTerm, *partition.Term) {
 	for {
 		t := f.lease.Term()
 		if t == nil {
 			return nil, nil
 		}
-		if time.Until(t.Deadline()) < f.min {
-			select {
-			case <-t.Renewal():
-				continue
-			case <-ctx.Done():
-				return nil, nil
+		if t.Room(ctx, f.min) {
+			ft, prev := f.termOf(t)
+			if prev != nil {
+				f.drain(prev)
+				close(ft.ready)
 			}
-		}
-		ft, prev := f.termOf(t)
-		if prev != nil {
-			f.drain(prev)
-			close(ft.ready)
-		}
-		<-ft.ready
-		if ft.gate.Enter() {
-			if t.Held() {
-				return ft, t
+			<-ft.ready
+			if ft.gate.Enter() {
+				if t.Held() {
+					return ft, t
+				}
+				ft.gate.Leave()
 			}
-			ft.gate.Leave()
 		}
 		select { // the term ended: wait for the next change of the lease
 		case <-t.Done():

@@ -1,19 +1,25 @@
-package watermillsub_test
+package watermillfilter_test
 
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/ThreeDotsLabs/watermill/pubsub/gochannel"
 	"github.com/nandi-go/nandi/consumer"
 	"github.com/nandi-go/nandi/internal/redistest"
 	"github.com/nandi-go/nandi/partition"
-	"github.com/nandi-go/nandi/transport/watermillsub"
+	"github.com/nandi-go/nandi/watermillfilter"
 	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
 )
 
 const filterInterval = 200 * time.Millisecond
@@ -40,7 +46,7 @@ func TestFilterRecoversPanics(t *testing.T) {
 	if _, err := l.Next(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	f := watermillsub.NewFilter(l, watermillsub.Options{})
+	f := watermillfilter.New(l, watermillfilter.Options{})
 	h := f.Middleware(func(m *message.Message) ([]*message.Message, error) {
 		panic("cannot parse " + string(m.Payload))
 	})
@@ -68,7 +74,7 @@ func TestFilterHandlerContextEndsWithTheLease(t *testing.T) {
 	if _, err := l.Next(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	f := watermillsub.NewFilter(l, watermillsub.Options{})
+	f := watermillfilter.New(l, watermillfilter.Options{})
 	var heldAtEnd atomic.Bool
 	h := f.Middleware(func(m *message.Message) ([]*message.Message, error) {
 		<-m.Context().Done()
@@ -102,7 +108,7 @@ func TestFilterDrainsAtTheEndOfATerm(t *testing.T) {
 	if _, err := a.Next(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	f := watermillsub.NewFilter(a, watermillsub.Options{})
+	f := watermillfilter.New(a, watermillfilter.Options{})
 	release := make(chan struct{})
 	var oldEnd, newStart atomic.Int64
 	slow := f.Middleware(func(m *message.Message) ([]*message.Message, error) {
@@ -141,5 +147,75 @@ func TestFilterDrainsAtTheEndOfATerm(t *testing.T) {
 	}
 	if s := f.Stats(); s.Overdue != 1 {
 		t.Errorf("%d overdue; want 1 (the handler that ignored its context past the old deadline)", s.Overdue)
+	}
+}
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, redistest.IgnoreProxyLeaks()...) }
+
+func msg(k string, p []byte) *message.Message {
+	m := message.NewMessage(watermill.NewUUID(), p)
+	m.Metadata.Set("id", k)
+	return m
+}
+
+// Two routers, each with its own subscription and lease: once the group
+// is settled every message is handled by exactly one of them.
+func TestFilterSplitsTheWorkBetweenRouters(t *testing.T) {
+	srv := redistest.Start(t)
+	ps := gochannel.NewGoChannel(gochannel.Config{OutputChannelBuffer: 1024}, watermill.NopLogger{})
+	defer ps.Close()
+	var mu sync.Mutex
+	handledBy := map[string][]int{}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	var leases []*partition.Lease
+	var filters []*watermillfilter.Filter
+	for w := range 2 {
+		l, err := partition.New(srv.Client(), partition.Options{Name: "wm", Interval: 200 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		leases = append(leases, l)
+		wg.Go(func() { _ = l.Run(ctx) })
+		f := watermillfilter.New(l, watermillfilter.Options{})
+		filters = append(filters, f)
+		r, err := message.NewRouter(message.RouterConfig{}, watermill.NopLogger{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.AddMiddleware(f.Middleware)
+		r.AddConsumerHandler(fmt.Sprintf("w%d", w), "tasks", ps, func(m *message.Message) error {
+			mu.Lock()
+			handledBy[m.Metadata.Get("id")] = append(handledBy[m.Metadata.Get("id")], w)
+			mu.Unlock()
+			return nil
+		})
+		wg.Go(func() { _ = r.Run(ctx) })
+		<-r.Running()
+	}
+	redistest.WaitFor(t, 10*time.Second, "a settled group of two", func() bool {
+		for _, l := range leases {
+			if a, ok := l.Current(); !ok || a.Replicas != 2 {
+				return false
+			}
+		}
+		return true
+	})
+	for i := range 100 {
+		if err := ps.Publish("tasks", msg(strconv.Itoa(i), nil)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	redistest.WaitFor(t, 10*time.Second, "every message handled", func() bool { mu.Lock(); defer mu.Unlock(); return len(handledBy) == 100 })
+	time.Sleep(100 * time.Millisecond)
+	cancel()
+	wg.Wait()
+	for k, ws := range handledBy {
+		if len(ws) != 1 {
+			t.Errorf("message %s handled by workers %v; want exactly one", k, ws)
+		}
+	}
+	if n := filters[0].Stats().NotOwned + filters[1].Stats().NotOwned; n != 100 {
+		t.Errorf("%d messages acknowledged as another's; want 100 (each worker skips the other's half)", n)
 	}
 }

@@ -1,0 +1,84 @@
+package consumer
+
+import (
+	"context"
+	"time"
+)
+
+// overdueGrace is how long after its context has ended a handler may take
+// to return before it counts as overdue: one that honours its context
+// returns well within it.
+const overdueGrace = 100 * time.Millisecond
+
+// drain ends the term with its drain gate: stop admitting attempts, wait
+// for those running until the lease's deadline (at shutdown, until
+// ShutdownTimeout), then hand back what did not finish and write the last
+// marks. Handlers still running then are overdue: their context has
+// ended, their goroutines are left to return on their own, and their tasks
+// are the next holder's.
+func (tr *term) drain(shutdown bool) {
+	start := time.Now()
+	if tr.info.Log {
+		// Now, while the term is held, not only after the wait: a handler
+		// that runs to the deadline would otherwise delay the write until
+		// the next holder has opened the ledger without it.
+		_ = tr.writeMarks()
+	}
+	waitCtx, grace := tr.ctx, overdueGrace
+	if shutdown {
+		grace = min(overdueGrace, tr.opts.ShutdownTimeout/10)
+		var cancel context.CancelFunc
+		waitCtx, cancel = context.WithTimeout(tr.ctx, tr.opts.ShutdownTimeout-grace)
+		defer cancel()
+	}
+	err := tr.gate.Shutdown(waitCtx)
+	if err != nil {
+		// The handlers' context ends now (at the deadline it already has);
+		// one that honours it returns within the grace.
+		tr.cancel()
+		gctx, cancel := context.WithTimeout(context.Background(), grace)
+		err = tr.gate.Wait(gctx)
+		cancel()
+	}
+	tr.s.close()
+	intakeDetached := false
+	if err != nil {
+		late, intake := tr.s.detach(&tr.overdue)
+		intakeDetached = intake
+		if n := len(late) + btoi(intake); n > 0 {
+			tr.stats.overdueTotal.Add(int64(n))
+			var keys []string
+			for _, t := range late {
+				keys = append(keys, t.m.Key)
+			}
+			tr.log.Warn("handlers overdue: still running after their term, their context ended; the next holder may run their tasks while they do",
+				"count", n, "keys", keys, "intake", intake)
+		}
+	}
+	if !intakeDetached {
+		<-tr.intakeDone
+	} else {
+		// Intake is stuck in user code in the middle of a batch: reading
+		// advances over the messages behind it, not past the one it runs.
+		tr.mu.Lock()
+		if tr.behindIntake() {
+			tr.stats.abandoned.Add(1)
+		}
+		tr.curBatch = nil
+		tr.mu.Unlock()
+	}
+	tr.abandon(tr.s.join())
+	if tr.info.Log {
+		_ = tr.writeMarks()
+		tr.keepAges()
+	}
+	tr.drains.Observe(time.Since(start))
+	tr.log.Info("drained", "took", time.Since(start))
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,67 @@
+package consumer
+
+import (
+	"context"
+
+	"github.com/nandi-go/nandi/checkpoint"
+	"github.com/nandi-go/nandi/transport"
+)
+
+// Lag is how far behind a log's end the work is, per shard.
+type Lag struct {
+	// Held is the index held now, from the position below which its work
+	// is done (Positions); nil when nothing is served.
+	Held []transport.Lag
+	// Group is the whole group, from the current epoch's low watermark
+	// (checkpoint.Epoch.Low): every worker reports it, holding or not;
+	// nil without checkpoints.
+	Group []transport.Lag
+}
+
+// Lag describes the source (one Info) and reads the checkpoint ledger,
+// and returns the lag of the index held and of the group: the one place
+// nandi computes lag, for package metrics (at each scrape) and the
+// worker's presence record (each interval). A source that is not a log
+// has none.
+func (c *Consumer) Lag(ctx context.Context) (Lag, error) {
+	info, err := c.src.Info(ctx)
+	if err != nil || !info.Log {
+		return Lag{}, err
+	}
+	_, held, _ := c.Positions()
+	var st *checkpoint.State
+	if c.ledger != nil {
+		if st, err = c.ledger.Read(ctx); err != nil {
+			st = nil
+		}
+	}
+	return LagOf(held, st, info), err
+}
+
+// LagOf is the lag of positions held (nil: none) and of the group's low
+// watermark in st's current epoch (nil: none), against the ends of the
+// log info describes.
+func LagOf(held []transport.Position, st *checkpoint.State, info transport.Info) Lag {
+	var l Lag
+	of := func(pos []transport.Position) []transport.Lag {
+		out := make([]transport.Lag, 0, len(pos))
+		for s, p := range pos {
+			if s >= len(info.Ends) {
+				break
+			}
+			out = append(out, transport.LagOf(p, info.Ends[s]))
+		}
+		return out
+	}
+	if held != nil {
+		l.Held = of(held)
+	}
+	if st != nil && st.Current != nil {
+		low := make([]transport.Position, len(st.Current.Start))
+		for s := range low {
+			low[s] = st.Current.Low(s)
+		}
+		l.Group = of(low)
+	}
+	return l
+}

@@ -1,0 +1,154 @@
+package consumer
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/nandi-go/nandi/checkpoint"
+	"github.com/nandi-go/nandi/transport"
+)
+
+var errTermOver = errors.New("consumer: the term ended")
+
+// open opens the ledger for the term and the log from its marks, retrying
+// with backoff for as long as the term lasts: a held index is always
+// being served, or being retried and reported (Stats.Unserved). A ledger
+// that cannot be read (checkpoint.ErrCorrupt) is served not at all (its
+// marks might skip work): the worker keeps its lease, keeps trying (an
+// operator may repair or delete the hash), and says so at Error.
+func (tr *term) open() (transport.Reader, error) {
+	defer tr.unserved.Store(false)
+	r := retry{spell: &tr.opening, count: &tr.stats.openFailures}
+	corrupt := retry{spell: &tr.opening, count: &tr.stats.corruptLedger, level: slog.LevelError}
+	for {
+		rd, err := tr.openOnce()
+		if err == nil {
+			r.ok(tr.log, "opened")
+			return rd, nil
+		}
+		if errors.Is(err, checkpoint.ErrStale) {
+			return nil, err
+		}
+		tr.unserved.Store(true)
+		var wait time.Duration
+		if errors.Is(err, checkpoint.ErrCorrupt) {
+			tr.stats.openFailures.Add(1)
+			wait = corrupt.failed(tr.log, "cannot serve the index held: the checkpoint ledger is corrupt; serving nothing of it, retrying while the term lasts", err)
+		} else {
+			wait = r.failed(tr.log, "cannot serve the index held: opening failed; retrying while the term lasts", err)
+		}
+		if !sleep(tr.taking, wait) {
+			return nil, errTermOver
+		}
+	}
+}
+
+// openOnce describes the log again (shards added since, its ends), opens
+// the ledger, and opens the log at the index's marks. A shard whose log
+// ends below its mark was recreated: it is reported, and the ledger is
+// opened again to start it over from its beginning, so that nothing of
+// the new log is skipped.
+func (tr *term) openOnce() (transport.Reader, error) {
+	info, err := tr.src.Info(tr.taking)
+	if err != nil {
+		return nil, fmt.Errorf("describing the source: %w", err)
+	}
+	if !info.Log {
+		return nil, fmt.Errorf("the source is no longer a log")
+	}
+	info.Shards = max(info.Shards, 1)
+	origin := make([]transport.Position, info.Shards)
+	if tr.opts.StartAtEnd {
+		copy(origin, info.Ends)
+	}
+	req := checkpoint.OpenRequest{Replicas: tr.a.Replicas, Index: tr.a.Index, Token: tr.a.Token, Origin: origin}
+	req.Seen, req.SeenStart = tr.seenEpoch()
+	st, err := tr.ledger.Open(tr.taking, req)
+	if err != nil {
+		return nil, err
+	}
+	from := st.From(tr.a.Index)
+	for s, p := range from {
+		if s < len(info.Ends) && info.Ends[s].Less(p) {
+			req.Rewound = append(req.Rewound, s)
+			req.Origin[s] = transport.Position{} // all of the new log
+		}
+	}
+	if len(req.Rewound) > 0 {
+		tr.stats.rewinds.Add(int64(len(req.Rewound)))
+		tr.log.Warn("the log went back below the checkpoints (deleted and created again?): reading those shards again from their start; nothing of the new log is skipped",
+			"shards", req.Rewound, "ends", info.Ends, "checkpoints", from)
+		if st, err = tr.ledger.Open(tr.taking, req); err != nil {
+			return nil, err
+		}
+		from = st.From(tr.a.Index)
+	}
+	tr.noteLedger(req, st)
+	r, err := tr.src.Open(tr.taking, from)
+	if err != nil {
+		return nil, fmt.Errorf("opening the source: %w", err)
+	}
+	shards := make([]*shardTrack, len(from))
+	for i, p := range from {
+		shards[i] = &shardTrack{next: p, written: st.Current.Mark(i, tr.a.Index)}
+	}
+	tr.mu.Lock()
+	tr.info, tr.st, tr.shards = info, st, shards
+	tr.mu.Unlock()
+	return r, nil
+}
+
+// seenEpoch is the newest checkpoint epoch this worker has seen, and its
+// start.
+func (sh *shared) seenEpoch() (int64, []transport.Position) {
+	sh.seenMu.Lock()
+	defer sh.seenMu.Unlock()
+	return sh.seen, sh.seenStart
+}
+
+// noteLedger remembers the newest epoch this worker has seen, so that a
+// ledger lost later is recreated from its start rather than from the
+// origin, and reports a ledger that was lost or behind.
+func (tr *term) noteLedger(req checkpoint.OpenRequest, st *checkpoint.State) {
+	if st.Lost || st.Behind {
+		tr.stats.ledgerLosses.Add(1)
+		tr.log.Warn("checkpoint ledger lost or behind: its store lost writes (eviction, flush, failover); work since may be done again, none is skipped",
+			"seen_epoch", req.Seen, "epoch", st.Current.N, "lost", st.Lost, "behind", st.Behind)
+	}
+	tr.seenMu.Lock()
+	defer tr.seenMu.Unlock()
+	if st.Current.N >= tr.seen {
+		tr.seen, tr.seenStart = st.Current.N, slices.Clone(st.Current.Start)
+	}
+}
+
+// watchShards describes the log every DescribeInterval while the term is
+// taken, and stops the term's intake when
+// the log has more shards than it was opened with: serve then drains and
+// opens it again under the same term. A failure to describe is left to
+// the next look (the reader open meanwhile reports its own errors).
+func (tr *term) watchShards() {
+	tick := time.NewTicker(tr.opts.DescribeInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-tick.C:
+		case <-tr.taking.Done():
+			return
+		case <-tr.done:
+			return
+		}
+		info, err := tr.src.Info(tr.taking)
+		tr.mu.Lock()
+		n := len(tr.shards)
+		tr.mu.Unlock()
+		if err == nil && info.Shards > n {
+			tr.grew.Store(int64(info.Shards))
+			tr.stop()
+			return
+		}
+	}
+}

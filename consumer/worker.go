@@ -1,0 +1,46 @@
+package consumer
+
+import "sync/atomic"
+
+// worker is one goroutine that runs user code for a term: a scheduler
+// worker, or intake itself. While it runs user code it can be detached:
+// the term stops waiting for it, and when the user code returns the
+// goroutine ends without touching anything.
+type worker struct {
+	state atomic.Int32
+	task  atomic.Pointer[task] // the task of the attempt in progress (nil inline)
+}
+
+const (
+	workerIdle     = iota // in the consumer's own code
+	workerAttempt         // in an attempt: user code may run
+	workerDetached        // detached during an attempt; its WaitGroup count given back
+	workerExited
+)
+
+// begin marks the start of an attempt of t (before the gate is entered).
+func (w *worker) begin(t *task) {
+	w.task.Store(t)
+	w.state.Store(workerAttempt)
+}
+
+// end marks the end of an attempt; false means the worker was detached
+// meanwhile and must return without touching the task or the scheduler.
+func (w *worker) end() bool {
+	return w.state.CompareAndSwap(workerAttempt, workerIdle)
+}
+
+// detached reports whether the worker was detached (cheap: one load).
+func (w *worker) detached() bool { return w.state.Load() == workerDetached }
+
+// detach detaches the worker if it is in an attempt, counting it in
+// overdue first (so that its return, which takes it off, never runs ahead
+// of the count). It reports whether it did.
+func (w *worker) detach(overdue *atomic.Int64) bool {
+	overdue.Add(1)
+	if w.state.CompareAndSwap(workerAttempt, workerDetached) {
+		return true
+	}
+	overdue.Add(-1)
+	return false
+}

@@ -1,0 +1,79 @@
+// Package layers holds the test that keeps nandi's packages in layers that
+// never reach back up.
+package layers
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/nandi-go/nandi"
+
+// rank is each package's layer: a package imports only packages of a
+// lower layer. The transports sit with the lease, below the checkpoint
+// ledger and the consumer; what builds on the consumer sits above it.
+var rank = map[string]int{
+	"hist": 0, "drain": 0, "transport": 0, "internal/leasecheck": 0,
+	"partition": 1, "transport/memory": 1, "transport/redisstream": 1, "transport/natsjs": 1,
+	"transport/natscore": 1, "transport/kafkatopic": 1, "transport/watermillsub": 1, "transport/transporttest": 1,
+	"internal/redistest": 1, "internal/natstest": 1,
+	"checkpoint": 2, "presence": 2,
+	"consumer": 3,
+	"tracing": 4, "metrics": 4, "health": 4, "watermillfilter": 4,
+	"metrics/watermillmetrics": 5,
+	"cmd/nandi": 6, "examples": 6, "examples/kafka-shared-topic": 6, "examples/mail-sender": 6,
+	"examples/nats-filter": 6, "examples/watermill-router": 6,
+	"integration": 6, "integration/chaos": 6, "integration/delivery": 6,
+	"internal/layers": 6,
+}
+
+func goList(t *testing.T, args ...string) []string {
+	t.Helper()
+	out, err := exec.Command("go", append([]string{"list"}, args...)...).Output()
+	if err != nil {
+		t.Fatalf("go list %v: %v", args, err)
+	}
+	return strings.Split(strings.TrimSpace(string(out)), "\n")
+}
+
+// Every package imports (outside its tests) only packages of a lower
+// layer: no transport imports the consumer, the drain or anything above
+// the lease, and nothing imports what is built on it.
+func TestLayersPointDown(t *testing.T) {
+	for _, line := range goList(t, "-f", "{{.ImportPath}} {{join .Imports \" \"}}", module+"/...") {
+		f := strings.Fields(line)
+		pkg := strings.TrimPrefix(strings.TrimPrefix(f[0], module), "/")
+		r, ok := rank[pkg]
+		if !ok {
+			t.Errorf("package %s has no layer: add it to rank in internal/layers", pkg)
+			continue
+		}
+		for _, imp := range f[1:] {
+			if !strings.HasPrefix(imp, module+"/") {
+				continue
+			}
+			dep := strings.TrimPrefix(imp, module+"/")
+			if rank[dep] >= r {
+				t.Errorf("%s (layer %d) imports %s (layer %d): a layer reaching up or sideways", pkg, r, dep, rank[dep])
+			}
+		}
+	}
+}
+
+// Importing package metrics never pulls Watermill into a build, and no
+// transport pulls the consumer.
+func TestDependencies(t *testing.T) {
+	for _, dep := range goList(t, "-deps", module+"/metrics") {
+		if strings.Contains(dep, "ThreeDotsLabs/watermill") {
+			t.Errorf("package metrics depends on %s", dep)
+		}
+	}
+	for _, dep := range goList(t, "-deps", module+"/transport/...") {
+		for _, above := range []string{"/consumer", "/drain", "/checkpoint", "/presence", "/metrics"} {
+			if dep == module+above {
+				t.Errorf("a package under transport/ depends on %s", dep)
+			}
+		}
+	}
+}
