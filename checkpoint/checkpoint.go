@@ -19,7 +19,7 @@ type Store interface {
 	Open(ctx context.Context, req OpenRequest) (*State, error)
 	// Write records a holder's marks, fenced by epoch (ErrMoved) and by
 	// token (ErrFenced). A shard's mark never goes backwards.
-	Write(ctx context.Context, w Write) error
+	Write(ctx context.Context, w WriteRequest) error
 	// Read returns the ledger as it is, without changing it; Current is nil
 	// for a group with no ledger.
 	Read(ctx context.Context) (*State, error)
@@ -49,9 +49,15 @@ type OpenRequest struct {
 	Rewound []int
 }
 
-// Write is one holder's marks: every task of Index in shard s is done as
-// Marks[s] says.
-type Write struct {
+// Write is WriteRequest.
+//
+// Deprecated: use WriteRequest (beside OpenRequest; the method is
+// Store.Write).
+type Write = WriteRequest
+
+// WriteRequest is one holder's marks: every task of Index in shard s is
+// done as Marks[s] says.
+type WriteRequest struct {
 	Epoch int64
 	Token int64
 	Index int

@@ -60,7 +60,7 @@ func TestCorruptLedgerIsRefusedNamingTheField(t *testing.T) {
 			if _, err := l.Open(ctx, OpenRequest{Replicas: 2, Token: 10, Origin: origin}); err != nil {
 				t.Fatal(err)
 			}
-			if err := l.Write(ctx, Write{Epoch: 1, Token: 10, Index: 1, Marks: map[int]Mark{0: {Low: transport.Offset(3), High: transport.Offset(9), Undone: []transport.Position{transport.Offset(5)}}}}); err != nil {
+			if err := l.Write(ctx, WriteRequest{Epoch: 1, Token: 10, Index: 1, Marks: map[int]Mark{0: {Low: transport.Offset(3), High: transport.Offset(9), Undone: []transport.Position{transport.Offset(5)}}}}); err != nil {
 				t.Fatal(err)
 			}
 			if err := c.HSet(ctx, Key(group), tc.field, tc.value).Err(); err != nil {

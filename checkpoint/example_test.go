@@ -34,10 +34,10 @@ func Example() {
 	// Index 0 finished everything below 10 but task 6; index 1 everything below 4.
 	marks0 := map[int]checkpoint.Mark{0: {Low: transport.Offset(6), High: transport.Offset(10)}}
 	marks1 := map[int]checkpoint.Mark{0: {Low: transport.Offset(4), High: transport.Offset(4)}}
-	if err := ledger.Write(ctx, checkpoint.Write{Epoch: 1, Token: 100, Index: 0, Marks: marks0}); err != nil {
+	if err := ledger.Write(ctx, checkpoint.WriteRequest{Epoch: 1, Token: 100, Index: 0, Marks: marks0}); err != nil {
 		panic(err)
 	}
-	if err := ledger.Write(ctx, checkpoint.Write{Epoch: 1, Token: 100, Index: 1, Marks: marks1}); err != nil {
+	if err := ledger.Write(ctx, checkpoint.WriteRequest{Epoch: 1, Token: 100, Index: 1, Marks: marks1}); err != nil {
 		panic(err)
 	}
 

@@ -47,14 +47,6 @@ func NewRedis(client redis.UniversalClient, group string) *Redis {
 	return &Redis{c: client, key: Key(group)}
 }
 
-// MaxUndone was the most unfinished positions package consumer listed in
-// a mark, lowering High to the first one beyond (so that the tasks
-// finished above it were done again after a handover).
-//
-// Deprecated: marks are exact: package consumer lists every unfinished
-// task, which its Options.MaxPending bounds, at about 4 bytes each.
-const MaxUndone = 128
-
 // sortedBetween reports whether ps ascend strictly, each between low and
 // high (exclusive).
 func sortedBetween(ps []transport.Position, low, high transport.Position) bool {
@@ -140,7 +132,7 @@ func (l *Redis) Read(ctx context.Context) (*State, error) {
 }
 
 // Write implements Store.
-func (l *Redis) Write(ctx context.Context, w Write) error {
+func (l *Redis) Write(ctx context.Context, w WriteRequest) error {
 	if len(w.Marks) == 0 {
 		return nil
 	}

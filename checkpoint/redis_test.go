@@ -146,7 +146,7 @@ func (m *model) write(h *holder) error {
 	for s := range m.log {
 		marks[s] = m.mark(h, s)
 	}
-	err := m.l.Write(context.Background(), Write{Epoch: h.st.Current.N, Token: h.token, Index: h.k, Marks: marks})
+	err := m.l.Write(context.Background(), WriteRequest{Epoch: h.st.Current.N, Token: h.token, Index: h.k, Marks: marks})
 	if err == nil {
 		copy(h.written, slices.Collect(func(yield func(Mark) bool) {
 			for s := range m.log {
@@ -300,13 +300,13 @@ func TestOpenRefusesAnOlderMappingAndWriteIsFenced(t *testing.T) {
 		t.Fatalf("Open by an older lease of another mapping = %v; want ErrStale", err)
 	}
 	one := map[int]Mark{0: {Low: transport.Offset(5), High: transport.Offset(5)}}
-	if err := l.Write(ctx, Write{Epoch: 1, Token: 12, Index: 0, Marks: one}); !errors.Is(err, ErrMoved) {
+	if err := l.Write(ctx, WriteRequest{Epoch: 1, Token: 12, Index: 0, Marks: one}); !errors.Is(err, ErrMoved) {
 		t.Fatalf("Write to a past epoch = %v; want ErrMoved", err)
 	}
-	if err := l.Write(ctx, Write{Epoch: 2, Token: 16, Index: 1, Marks: one}); err != nil {
+	if err := l.Write(ctx, WriteRequest{Epoch: 2, Token: 16, Index: 1, Marks: one}); err != nil {
 		t.Fatal(err)
 	}
-	if err := l.Write(ctx, Write{Epoch: 2, Token: 15, Index: 1, Marks: one}); !errors.Is(err, ErrFenced) {
+	if err := l.Write(ctx, WriteRequest{Epoch: 2, Token: 15, Index: 1, Marks: one}); !errors.Is(err, ErrFenced) {
 		t.Fatalf("Write by an older holder of the index = %v; want ErrFenced", err)
 	}
 	st, _ = l.Read(ctx)
@@ -329,21 +329,21 @@ func TestOpenFencesTheFormerHolder(t *testing.T) {
 	at := func(n uint64) map[int]Mark {
 		return map[int]Mark{0: {Low: transport.Offset(n), High: transport.Offset(n)}}
 	}
-	if err := l.Write(ctx, Write{Epoch: 1, Token: 10, Marks: at(5)}); err != nil {
+	if err := l.Write(ctx, WriteRequest{Epoch: 1, Token: 10, Marks: at(5)}); err != nil {
 		t.Fatal(err)
 	}
 	// The successor (same mapping) opens; the old holder wakes and writes.
 	if _, err := l.Open(ctx, OpenRequest{Replicas: 1, Token: 20, Origin: origin}); err != nil {
 		t.Fatal(err)
 	}
-	if err := l.Write(ctx, Write{Epoch: 1, Token: 10, Marks: at(9)}); !errors.Is(err, ErrFenced) {
+	if err := l.Write(ctx, WriteRequest{Epoch: 1, Token: 10, Marks: at(9)}); !errors.Is(err, ErrFenced) {
 		t.Fatalf("late write after the successor opened = %v; want ErrFenced", err)
 	}
 	// The successor's own writes never go backwards.
-	if err := l.Write(ctx, Write{Epoch: 1, Token: 20, Marks: at(7)}); err != nil {
+	if err := l.Write(ctx, WriteRequest{Epoch: 1, Token: 20, Marks: at(7)}); err != nil {
 		t.Fatal(err)
 	}
-	if err := l.Write(ctx, Write{Epoch: 1, Token: 20, Marks: at(6)}); err != nil {
+	if err := l.Write(ctx, WriteRequest{Epoch: 1, Token: 20, Marks: at(6)}); err != nil {
 		t.Fatal(err)
 	}
 	st, _ := l.Read(ctx)
@@ -362,7 +362,7 @@ func TestMarkRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	mk := Mark{Low: transport.Offset(3), High: transport.Offset(10), Undone: []transport.Position{transport.Offset(5), transport.Offset(8)}}
-	if err := l.Write(ctx, Write{Epoch: 1, Token: 10, Index: 1, Marks: map[int]Mark{0: mk}}); err != nil {
+	if err := l.Write(ctx, WriteRequest{Epoch: 1, Token: 10, Index: 1, Marks: map[int]Mark{0: mk}}); err != nil {
 		t.Fatal(err)
 	}
 	st, err := l.Read(ctx)
@@ -396,7 +396,7 @@ func TestOpenAfterTheLedgerVanished(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := l.Write(ctx, Write{Epoch: 1, Token: 10, Marks: map[int]Mark{0: {Low: transport.Offset(40), High: transport.Offset(40)}}}); err != nil {
+	if err := l.Write(ctx, WriteRequest{Epoch: 1, Token: 10, Marks: map[int]Mark{0: {Low: transport.Offset(40), High: transport.Offset(40)}}}); err != nil {
 		t.Fatal(err)
 	}
 	c.Del(ctx, Key("vanish"))
@@ -421,7 +421,7 @@ func TestRewoundShardStartsOver(t *testing.T) {
 	}
 	at := func(n uint64) Mark { return Mark{Low: transport.Offset(n), High: transport.Offset(n)} }
 	for k := range 2 {
-		if err := l.Write(ctx, Write{Epoch: 1, Token: 10, Index: k, Marks: map[int]Mark{0: at(500), 1: at(70)}}); err != nil {
+		if err := l.Write(ctx, WriteRequest{Epoch: 1, Token: 10, Index: k, Marks: map[int]Mark{0: at(500), 1: at(70)}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -446,7 +446,7 @@ func TestRewoundShardStartsOver(t *testing.T) {
 	if !st.Done(1, transport.Offset(69), 0) {
 		t.Errorf("shard 1 forgot its marks")
 	}
-	if err := l.Write(ctx, Write{Epoch: 2, Token: 20, Index: 0, Marks: map[int]Mark{0: at(600)}}); !errors.Is(err, ErrMoved) {
+	if err := l.Write(ctx, WriteRequest{Epoch: 2, Token: 20, Index: 0, Marks: map[int]Mark{0: at(600)}}); !errors.Is(err, ErrMoved) {
 		t.Errorf("a holder of the epoch before the rewind wrote %v; want ErrMoved", err)
 	}
 }
@@ -530,7 +530,7 @@ func TestMarkSize(t *testing.T) {
 			for i := range n {
 				mk.Undone = append(mk.Undone, kind.at(i))
 			}
-			if err := l.Write(ctx, Write{Epoch: 1, Token: ms, Marks: map[int]Mark{0: mk}}); err != nil {
+			if err := l.Write(ctx, WriteRequest{Epoch: 1, Token: ms, Marks: map[int]Mark{0: mk}}); err != nil {
 				t.Fatal(err)
 			}
 			st, err := l.Read(ctx)

@@ -25,19 +25,19 @@ func (c *Consumer) presence(ctx context.Context) {
 	if client == nil || c.opts.NoPresence {
 		return
 	}
-	lo := c.lease.Options()
-	ttl := presence.TTLIntervals * lo.Interval
-	tick := time.NewTicker(lo.Interval)
+	iv, name := c.interval, c.lease.Name()
+	ttl := presence.TTLIntervals * iv
+	tick := time.NewTicker(iv)
 	defer tick.Stop()
 	for {
-		wctx, cancel := context.WithTimeout(ctx, lo.Interval)
-		_ = presence.Write(wctx, client, lo.Name, c.record(wctx), ttl)
+		wctx, cancel := context.WithTimeout(ctx, iv)
+		_ = presence.Write(wctx, client, name, c.record(wctx), ttl)
 		cancel()
 		select {
 		case <-tick.C:
 		case <-ctx.Done():
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lo.Interval)
-			_ = presence.Remove(rctx, client, lo.Name, c.worker)
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), iv)
+			_ = presence.Remove(rctx, client, name, c.worker)
 			cancel()
 			return
 		}
@@ -49,7 +49,7 @@ func (c *Consumer) record(ctx context.Context) *presence.Record {
 	st := c.Stats()
 	r := &presence.Record{Worker: c.worker, Host: presence.Host(), PID: pid, Version: presence.Version(),
 		Handled: st.Handled, Failed: st.Failed, InFlight: st.InFlight, Pending: st.Pending, Overdue: st.Overdue,
-		Unserved: st.Unserved, At: time.Now(), Interval: c.lease.Options().Interval}
+		Unserved: st.Unserved, At: time.Now(), Interval: c.interval}
 	if a, ok := c.lease.Current(); ok {
 		r.Held, r.Index, r.Replicas, r.Token = true, a.Index, a.Replicas, a.Token
 	}

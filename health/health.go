@@ -75,7 +75,7 @@ func Check(l *partition.Lease, mode Mode) (bool, string) {
 	case mode == Holding:
 		return true, holding
 	}
-	stale := 2 * l.Options().Interval
+	stale := 2 * l.Interval()
 	switch {
 	case s.LastAnswer.IsZero():
 		return false, "no registration answered yet"

@@ -39,7 +39,7 @@ func RegisterLease(reg prometheus.Registerer, l *partition.Lease, opts Options) 
 	if reg == nil || l == nil {
 		return errors.New("metrics: registerer and lease are required")
 	}
-	return reg.Register(newLeaseCollector(l.Options().Name, l.Stats, opts.withDefaults()))
+	return reg.Register(newLeaseCollector(l.Name(), l.Stats, opts.withDefaults()))
 }
 
 // Register registers collectors of the consumer's figures and of its
@@ -49,7 +49,7 @@ func Register(reg prometheus.Registerer, c *consumer.Consumer, opts Options) err
 		return errors.New("metrics: registerer and consumer are required")
 	}
 	opts = opts.withDefaults()
-	lc := newLeaseCollector(c.Lease().Options().Name, c.Lease().Stats, opts)
+	lc := newLeaseCollector(c.Lease().Name(), c.Lease().Stats, opts)
 	if err := reg.Register(lc); err != nil {
 		return err
 	}
