@@ -210,7 +210,7 @@ func (c *Consumer) openPersistent(ctx context.Context) transport.Reader {
 }
 
 // discard reads a source that is not a log while this worker holds
-// nothing, counting (and acknowledging) what it reads as Unowned, until a
+// nothing, counting (and acknowledging) what it reads as Unheld, until a
 // term is held. Leaving those messages in the subscription instead would
 // have them handled later, under a mapping they did not arrive in, by a
 // worker that may not have owned them when another one did.

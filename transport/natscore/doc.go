@@ -6,7 +6,7 @@
 // index (the group standing down at a change of membership, for about an
 // interval) is lost, and so is one that a slow subscriber drops. The
 // consumer counts what it read while holding nothing (consumer.Stats
-// Unowned) and the Source counts what its subscriptions dropped (Dropped).
+// Unheld) and the Source counts what its subscriptions dropped (Dropped).
 // Use JetStream (package natsjs) when a handover must lose nothing.
 //
 // The task id is the message header Options.KeyHeader (default "id"), or
