@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 
+	"github.com/nandi-go/nandi/partition"
 	"github.com/nandi-go/nandi/transport"
 )
 
@@ -40,6 +41,11 @@ type OpenRequest struct {
 	// (State.Lost), never from Origin.
 	Seen      int64
 	SeenStart []transport.Position
+	// Aligned says the source's shard s holds only tasks whose id has
+	// id % len(Origin) == s (transport.Info.Aligned): an epoch Open creates
+	// records it (Epoch.Aligned), and a new epoch then starts each shard
+	// at the lowest Low of the indexes that can own tasks there only.
+	Aligned bool
 	// Rewound lists shards whose log went back below the marks (a topic or
 	// stream deleted and created again: its positions start over). Open
 	// then creates the next epoch, with those shards starting at Origin
@@ -94,6 +100,13 @@ type Epoch struct {
 	Marks  map[Slot]Mark  // written marks; others are {Start, Start}
 	Tokens map[Slot]int64 // token of each mark's writer
 	Opened map[int]int64  // per index, the newest token that opened the epoch
+	// Aligned is the shard count the epoch's log is aligned to (0: not
+	// aligned): shard s < Aligned holds only tasks whose id has
+	// id % Aligned == s, so only the indexes that can own such ids
+	// (CanOwnIn) read it and have marks there. A log that grew shards
+	// keeps the count it had, and its shards from Aligned on are read by
+	// every index.
+	Aligned int
 
 	grid [][]Mark // [shard][index], built when read from a store
 }
@@ -119,15 +132,28 @@ func (e *Epoch) Mark(s, k int) Mark {
 // At returns where index k reads shard s from: its mark's Low.
 func (e *Epoch) At(s, k int) transport.Position { return e.Mark(s, k).Low }
 
-// Low returns the epoch's low watermark in shard s: the lowest Low of its
-// indexes. Below it every index has finished its tasks: a new epoch starts
-// there, a log may drop what lies below it, and the group's lag counts
-// from it.
+// CanOwnIn reports whether index k of the epoch can own tasks in shard s:
+// always, unless the log is aligned (Aligned) and s is below its count.
+func (e *Epoch) CanOwnIn(s, k int) bool {
+	if e.Aligned == 0 || s >= e.Aligned {
+		return true
+	}
+	return partition.Assignment{Index: k, Replicas: e.R}.CanOwnIn(s, e.Aligned)
+}
+
+// Low returns the epoch's low watermark in shard s: the lowest Low of the
+// indexes that can own tasks there. Below it every index has finished its
+// tasks: a new epoch starts there, a log may drop what lies below it, and
+// the group's lag counts from it.
 func (e *Epoch) Low(s int) transport.Position {
-	low := e.At(s, 0)
-	for k := 1; k < e.R; k++ {
-		if p := e.At(s, k); p.Less(low) {
-			low = p
+	var low transport.Position
+	first := true
+	for k := range e.R {
+		if !e.CanOwnIn(s, k) {
+			continue
+		}
+		if p := e.At(s, k); first || p.Less(low) {
+			low, first = p, false
 		}
 	}
 	return low

@@ -9,13 +9,17 @@
 -- ARGV[3]  the holder's index
 -- ARGV[4]  shards of the source
 -- ARGV[5]  the highest epoch this worker has seen (0: none)
--- ARGV[6 .. 5+shards]           where each shard starts for a group with no ledger
--- ARGV[6+shards .. 5+2*shards]  the start of that seen epoch (the origin when none)
--- ARGV[6+2*shards ..]           shards whose log went back below the marks
+-- ARGV[6]  1 when the source is aligned (shard s holds only ids with
+--          id % shards == s), else 0
+-- ARGV[7 .. 6+shards]           where each shard starts for a group with no ledger
+-- ARGV[7+shards .. 6+2*shards]  the start of that seen epoch (the origin when none)
+-- ARGV[7+2*shards ..]           shards whose log went back below the marks
 --                                (recreated): they start again at the origin
 --
 -- Fields: v (format), cur, hist ("1 2 3"); per epoch n: n:r, n:tok,
--- n:shards, n:start:s; per index k: n:otok:k (the newest holder that
+-- n:shards, n:start:s, n:aligned (A: the shard count its log is aligned
+-- to, 0 or absent when not; shard s < A holds only ids with id % A == s,
+-- so only the indexes that can own such ids have marks there); per index k: n:otok:k (the newest holder that
 -- opened it); per shard s and index k: n:pos:s:k (low), n:top:s:k (high),
 -- n:und:s:k (undone positions between), n:ptok:s:k (their writer's token).
 -- Positions are encoded with fixed-width decimals, so string order is
@@ -37,8 +41,10 @@ local tok = tonumber(ARGV[2])
 local k = ARGV[3]
 local shards = tonumber(ARGV[4])
 local seen = tonumber(ARGV[5])
+local aligned = ARGV[6] == '1'
+local o = 7 -- where the origins begin
 local rewound = {}
-for i = 6 + 2 * shards, #ARGV do rewound[tonumber(ARGV[i])] = true end
+for i = o + 2 * shards, #ARGV do rewound[tonumber(ARGV[i])] = true end
 local anyRewound = next(rewound) ~= nil
 
 local function get(f) return redis.call('HGET', key, f) end
@@ -54,28 +60,42 @@ local function stamp(n)
   if not o or o < tok then redis.call('HSET', key, f, ARGV[2]) end
 end
 
-local function create(n, starts, histstr)
+local function create(n, starts, histstr, A)
   for s = 0, shards - 1 do
     redis.call('HSET', key, n .. ':start:' .. s, starts[s + 1])
   end
-  redis.call('HSET', key, 'v', '2', n .. ':r', r, n .. ':tok', ARGV[2], n .. ':shards', shards, 'cur', n, 'hist', histstr)
+  redis.call('HSET', key, 'v', '2', n .. ':r', r, n .. ':tok', ARGV[2], n .. ':shards', shards, n .. ':aligned', A, 'cur', n, 'hist', histstr)
+end
+
+local function gcd(a, b)
+  while b ~= 0 do a, b = b, a % b end
+  return a
+end
+-- Whether index i of r can own a task in shard s of an epoch aligned to A
+-- shards (A = 0: not aligned, every index can).
+local function canOwn(A, rr, s, i)
+  if A == 0 or s >= A then return true end
+  local g = gcd(A, rr)
+  return s % g == i % g
 end
 
 local cur = get('cur')
 if not cur then
   local starts = {}
   local n, why = 1, ''
-  for s = 0, shards - 1 do starts[s + 1] = ARGV[6 + s] end
+  for s = 0, shards - 1 do starts[s + 1] = ARGV[o + s] end
   if seen > 0 then
     -- Lost (evicted, flushed, a failover before it replicated): start
     -- again where the worker knows every index had got to, never at the
     -- origin (StartAtEnd would skip what lies between).
     n, why = seen + 1, 'lost'
     for s = 0, shards - 1 do
-      if not rewound[s] then starts[s + 1] = ARGV[6 + shards + s] end
+      if not rewound[s] then starts[s + 1] = ARGV[o + shards + s] end
     end
   end
-  create(n, starts, tostring(n))
+  local A = 0
+  if aligned then A = shards end
+  create(n, starts, tostring(n), A)
   stamp(n)
   return reply('new', n, why)
 end
@@ -95,6 +115,8 @@ for h in string.gmatch((get('hist') or '') .. ' ' .. cur, '%d+') do
     if not count(f) then return corrupt(f) end
   end
   if count(h .. ':r') * count(h .. ':shards') > 1048576 then return corrupt(h .. ':shards') end
+  local al = get(h .. ':aligned')
+  if al and al ~= '0' and not count(h .. ':aligned') then return corrupt(h .. ':aligned') end
 end
 local why = ''
 if seen > cur then why = 'behind' end
@@ -104,7 +126,7 @@ local cshards = count(cur .. ':shards')
 if rc == r and not anyRewound then
   if shards > cshards then -- the source grew: new shards start at their origin
     for s = cshards, shards - 1 do
-      redis.call('HSET', key, cur .. ':start:' .. s, ARGV[6 + s])
+      redis.call('HSET', key, cur .. ':start:' .. s, ARGV[o + s])
     end
     redis.call('HSET', key, cur .. ':shards', shards)
   end
@@ -124,22 +146,32 @@ local function high(h, s, i)
   return get(h .. ':top:' .. s .. ':' .. i) or low(h, s, i)
 end
 
--- The new epoch starts, per shard, at the lowest low of the current one:
--- below it every index is done.
+-- The new epoch starts, per shard, at the lowest low of the current one's
+-- indexes that can own tasks there: below it every index is done. Its log
+-- stays aligned to the count the current epoch's was (a log that grew
+-- shards keeps what it held aligned to the old count), or to the source's
+-- when it was not.
 local n = cur + 1
+local Ac = tonumber(get(cur .. ':aligned') or '0') or 0
+local A = 0
+if aligned then
+  if Ac > 0 then A = Ac else A = shards end
+end
 local starts = {}
 for s = 0, shards - 1 do
   if rewound[s] then
-    starts[s + 1] = ARGV[6 + s]
+    starts[s + 1] = ARGV[o + s]
   elseif s < cshards then
     local lo = nil
     for i = 0, rc - 1 do
-      local p = low(cur, s, i)
-      if lo == nil or p < lo then lo = p end
+      if canOwn(Ac, rc, s, i) then
+        local p = low(cur, s, i)
+        if lo == nil or p < lo then lo = p end
+      end
     end
     starts[s + 1] = lo
   else
-    starts[s + 1] = ARGV[6 + s]
+    starts[s + 1] = ARGV[o + s]
   end
 end
 
@@ -154,7 +186,7 @@ for h in string.gmatch(get('hist') or '', '%d+') do
   -- gone: it starts at the origin, and skips nothing there.
   for s = 0, hs - 1 do
     if rewound[s] then
-      redis.call('HSET', key, h .. ':start:' .. s, ARGV[6 + s])
+      redis.call('HSET', key, h .. ':start:' .. s, ARGV[o + s])
       for i = 0, hr - 1 do
         redis.call('HDEL', key, h .. ':pos:' .. s .. ':' .. i, h .. ':top:' .. s .. ':' .. i, h .. ':und:' .. s .. ':' .. i)
       end
@@ -169,7 +201,7 @@ for h in string.gmatch(get('hist') or '', '%d+') do
   if needed then
     table.insert(kept, h)
   else
-    local fields = {h .. ':r', h .. ':tok', h .. ':shards'}
+    local fields = {h .. ':r', h .. ':tok', h .. ':shards', h .. ':aligned'}
     for i = 0, hr - 1 do table.insert(fields, h .. ':otok:' .. i) end
     for s = 0, hs - 1 do
       table.insert(fields, h .. ':start:' .. s)
@@ -183,6 +215,6 @@ for h in string.gmatch(get('hist') or '', '%d+') do
   end
 end
 table.insert(kept, tostring(n))
-create(n, starts, table.concat(kept, ' '))
+create(n, starts, table.concat(kept, ' '), A)
 stamp(n)
 return reply('new', n, why)

@@ -76,8 +76,12 @@ func (l *Redis) Open(ctx context.Context, req OpenRequest) (*State, error) {
 	if req.Replicas < 1 || shards < 1 || req.Index < 0 || req.Index >= req.Replicas {
 		return nil, fmt.Errorf("checkpoint: Open needs replicas >= 1, 0 <= index < replicas and at least one shard, got %d, %d and %d", req.Replicas, req.Index, shards)
 	}
-	args := make([]any, 0, 5+2*shards+len(req.Rewound))
-	args = append(args, req.Replicas, req.Token, req.Index, shards, req.Seen)
+	args := make([]any, 0, 6+2*shards+len(req.Rewound))
+	aligned := 0
+	if req.Aligned {
+		aligned = 1
+	}
+	args = append(args, req.Replicas, req.Token, req.Index, shards, req.Seen, aligned)
 	for _, p := range req.Origin {
 		args = append(args, encode(p))
 	}
@@ -265,6 +269,11 @@ func parseHead(all map[string]string, n int64) (*Epoch, error) {
 		return nil, corrupt(p+"shards", "%d shards of %d replicas is over %d marks", shards, e.R, MaxSlots)
 	}
 	e.Token, _ = strconv.ParseInt(all[p+"tok"], 10, 64)
+	if v, ok := all[p+"aligned"]; ok && v != "0" {
+		if e.Aligned, err = count(all, p+"aligned", MaxShards); err != nil {
+			return nil, err
+		}
+	}
 	e.Start = make([]transport.Position, shards)
 	for s := range shards {
 		f := p + "start:" + strconv.Itoa(s)

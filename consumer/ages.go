@@ -32,6 +32,9 @@ func (tr *term) keepAges() {
 	tr.mu.Lock()
 	m := &firstTaken{at: map[place]time.Time{}, top: make([]transport.Position, len(tr.shards)), any: make([]bool, len(tr.shards))}
 	for s, sh := range tr.shards {
+		if sh == nil {
+			continue // not read: the term owns nothing there
+		}
 		for t := sh.head; t != nil; t = t.after {
 			m.at[place{s, t.pos}] = t.taken
 			m.top[s], m.any[s] = t.pos, true // the list ascends

@@ -111,7 +111,9 @@ func (c *Consumer) Source() transport.Source { return c.src }
 // Positions returns, for a log, the position per shard below which every
 // task of the index held now is done (what the next checkpoint would
 // write), and the assignment they belong to; ok is false when nothing is
-// being served or the source is not a log. With the log's ends
+// being served or the source is not a log. A shard the term does not read
+// (an aligned log's shard where the index can own nothing) is done
+// everywhere: its position is the largest there is. With the log's ends
 // (Source.Info) it gives the lag per shard.
 func (c *Consumer) Positions() (a partition.Assignment, pos []transport.Position, ok bool) {
 	tr := c.cur.Load()
@@ -125,7 +127,31 @@ func (c *Consumer) Positions() (a partition.Assignment, pos []transport.Position
 	}
 	pos = make([]transport.Position, len(tr.shards))
 	for i, sh := range tr.shards {
-		pos[i] = sh.watermark()
+		pos[i] = everywhere
+		if sh != nil {
+			pos[i] = sh.watermark()
+		}
 	}
 	return tr.a, pos, true
+}
+
+// everywhere is the largest position: below it, everything.
+var everywhere = transport.Position{Hi: ^uint64(0), Lo: ^uint64(0)}
+
+// Reading returns the shards the term served now reads, ascending (every
+// shard, unless the log is aligned; nil when nothing is served).
+func (c *Consumer) Reading() []int {
+	tr := c.cur.Load()
+	if tr == nil {
+		return nil
+	}
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	var out []int
+	for s, sh := range tr.shards {
+		if sh != nil {
+			out = append(out, s)
+		}
+	}
+	return out
 }

@@ -141,7 +141,7 @@ func (tr *term) filter(ms []*transport.Message) ([]offer, bool) {
 	offers := tr.offers[:0]
 	var notOwned, doneBefore int64
 	for i, m := range ms {
-		if m.Shard < 0 || m.Shard >= len(tr.shards) {
+		if m.Shard < 0 || m.Shard >= len(tr.shards) || tr.shards[m.Shard] == nil {
 			tr.noteBadShard(m)
 			continue
 		}
@@ -177,7 +177,7 @@ func (tr *term) filter(ms []*transport.Message) ([]offer, bool) {
 func (tr *term) noteBadShard(m *transport.Message) {
 	tr.stats.badShard.Add(1)
 	if tr.badShard.fail() {
-		tr.log.Warn("message from a shard the source did not describe; not taken (a transport bug)", "shard", m.Shard, "shards", len(tr.shards))
+		tr.log.Warn("message from a shard the source did not describe, or was not asked to read; not taken (a transport bug)", "shard", m.Shard, "shards", len(tr.shards))
 	}
 }
 
@@ -207,7 +207,7 @@ func (tr *term) advance(ms []*transport.Message, n int) {
 		return
 	}
 	for _, m := range ms[:n] {
-		if m.Shard >= 0 && m.Shard < len(tr.shards) {
+		if m.Shard >= 0 && m.Shard < len(tr.shards) && tr.shards[m.Shard] != nil {
 			tr.shards[m.Shard].next = m.Position.Next()
 		}
 	}

@@ -178,6 +178,9 @@ func (tr *term) writeMarks() error {
 	tr.behindIntake() // what is behind intake in a batch counts now, not only when the batch ends
 	marks := map[int]checkpoint.Mark{}
 	for s, sh := range tr.shards {
+		if sh == nil {
+			continue // not read: the index has no mark there
+		}
 		m := sh.mark()
 		if tr.st != nil && tr.st.Current != nil {
 			m = keepBeyond(m, tr.st.Current.Mark(s, tr.a.Index))

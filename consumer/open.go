@@ -64,7 +64,9 @@ func (tr *term) openOnce() (transport.Reader, error) {
 	if tr.opts.StartAtEnd {
 		copy(origin, info.Ends)
 	}
-	req := checkpoint.OpenRequest{Replicas: tr.a.Replicas, Index: tr.a.Index, Token: tr.a.Token, Origin: origin}
+	opener, subset := tr.src.(transport.ShardOpener)
+	req := checkpoint.OpenRequest{Replicas: tr.a.Replicas, Index: tr.a.Index, Token: tr.a.Token, Origin: origin,
+		Aligned: info.Aligned && subset}
 	req.Seen, req.SeenStart = tr.seenEpoch()
 	st, err := tr.ledger.Open(tr.taking, req)
 	if err != nil {
@@ -87,13 +89,25 @@ func (tr *term) openOnce() (transport.Reader, error) {
 		from = st.From(tr.a.Index)
 	}
 	tr.noteLedger(req, st)
-	r, err := tr.src.Open(tr.taking, from)
+	// The shards to read: on an aligned log, those the index can own tasks
+	// in (as the epoch says: a log that grew shards keeps what it held
+	// aligned to its old count, and its new shards are read by all).
+	var read []int
+	shards := make([]*shardTrack, len(from))
+	for s, p := range from {
+		if !req.Aligned || st.Current.CanOwnIn(s, tr.a.Index) {
+			read = append(read, s)
+			shards[s] = &shardTrack{next: p, written: st.Current.Mark(s, tr.a.Index)}
+		}
+	}
+	var r transport.Reader
+	if req.Aligned {
+		r, err = opener.OpenShards(tr.taking, from, read)
+	} else {
+		r, err = tr.src.Open(tr.taking, from)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("opening the source: %w", err)
-	}
-	shards := make([]*shardTrack, len(from))
-	for i, p := range from {
-		shards[i] = &shardTrack{next: p, written: st.Current.Mark(i, tr.a.Index)}
 	}
 	tr.mu.Lock()
 	tr.info, tr.st, tr.shards = info, st, shards

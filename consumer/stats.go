@@ -95,6 +95,9 @@ func (c *Consumer) Stats() Stats {
 		if tr.shards != nil {
 			out.Oldest = make([]time.Duration, len(tr.shards))
 			for i, sh := range tr.shards {
+				if sh == nil {
+					continue
+				}
 				out.Pending += int64(sh.n)
 				if sh.head != nil {
 					out.Oldest[i] = now.Sub(sh.head.taken)

@@ -116,6 +116,23 @@ type Info struct {
 	// Lossy is true when messages that arrive while no Reader is open, or
 	// faster than the Reader is fetched, are lost (NATS core).
 	Lossy bool
+	// Aligned is true when shard s (of Shards) holds only tasks whose id
+	// has TaskID(key) % Shards == s: the producers placed each key by its
+	// task id (redisstream.Shard, kafkatopic.Balancer, the subject helpers
+	// of natsjs and natscore, memory.NewAlignedLog). A consumer then reads
+	// only the shards its lease can own ids in
+	// (partition.Assignment.ShardsOf), through ShardOpener.
+	Aligned bool
+}
+
+// ShardOpener is implemented by sources that can read some of their shards
+// only; every source that can report Info.Aligned does.
+type ShardOpener interface {
+	// OpenShards is Open for the shards listed (ascending, each below
+	// Info.Shards): shard s is read from from[s] (from its start when from
+	// is shorter), and no other shard is read. A source that is not a log
+	// ignores from.
+	OpenShards(ctx context.Context, from []Position, shards []int) (Reader, error)
 }
 
 // Source is where a consumer's tasks come from.

@@ -13,9 +13,10 @@ import (
 // Log is an in-memory log of a fixed number of shards. Its methods are safe
 // for concurrent use.
 type Log struct {
-	mu     sync.Mutex
-	shards [][]entry
-	grew   chan struct{} // closed and replaced at every Append
+	mu      sync.Mutex
+	shards  [][]entry
+	grew    chan struct{} // closed and replaced at every Append
+	aligned bool          // a key goes to shard TaskID(key) % shards
 }
 
 type entry struct {
@@ -32,6 +33,24 @@ func NewLog(shards int) *Log {
 	return &Log{shards: make([][]entry, shards), grew: make(chan struct{})}
 }
 
+// NewAlignedLog returns an empty log whose shards are aligned with task
+// ids: a key goes to shard transport.TaskID(key) % shards, and its source
+// says so (Info.Aligned), so that each worker of a group reads only the
+// shards its lease can own ids in.
+func NewAlignedLog(shards int) *Log {
+	l := NewLog(shards)
+	l.aligned = true
+	return l
+}
+
+// ShardOf returns the shard Append puts key in.
+func (l *Log) ShardOf(key string) int {
+	if l.aligned {
+		return int(transport.TaskID(key) % uint64(len(l.shards)))
+	}
+	return int(transport.KeyHash(key) % uint64(len(l.shards)))
+}
+
 // Append adds a message and returns where it went.
 func (l *Log) Append(key string, payload []byte) (shard int, pos uint64) {
 	return l.AppendWithHeaders(key, payload, nil)
@@ -40,7 +59,7 @@ func (l *Log) Append(key string, payload []byte) (shard int, pos uint64) {
 // AppendWithHeaders adds a message with headers (a trace context, say):
 // copied, and shared by every reader as the payload is.
 func (l *Log) AppendWithHeaders(key string, payload []byte, headers map[string]string) (shard int, pos uint64) {
-	shard = int(transport.KeyHash(key) % uint64(len(l.shards)))
+	shard = l.ShardOf(key)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	pos = uint64(len(l.shards[shard]))
@@ -74,20 +93,36 @@ func (s *source) Info(context.Context) (transport.Info, error) {
 	for i, sh := range s.l.shards {
 		ends[i] = transport.Offset(uint64(len(sh)))
 	}
-	return transport.Info{Log: true, Shards: len(s.l.shards), Ends: ends}, nil
+	return transport.Info{Log: true, Shards: len(s.l.shards), Ends: ends, Aligned: s.l.aligned}, nil
 }
 
 // maxBatch bounds one Fetch.
 const maxBatch = 256
 
-func (s *source) Open(_ context.Context, from []transport.Position) (transport.Reader, error) {
+func (s *source) Open(ctx context.Context, from []transport.Position) (transport.Reader, error) {
+	all := make([]int, len(s.l.shards))
+	for i := range all {
+		all[i] = i
+	}
+	return s.OpenShards(ctx, from, all)
+}
+
+var _ transport.ShardOpener = (*source)(nil)
+
+// OpenShards reads the shards listed only.
+func (s *source) OpenShards(_ context.Context, from []transport.Position, shards []int) (transport.Reader, error) {
 	next := make([]uint64, len(s.l.shards))
 	for i := range next {
 		if i < len(from) {
 			next[i] = from[i].Lo
 		}
 	}
-	return &reader{l: s.l, next: next}, nil
+	for _, sh := range shards {
+		if sh < 0 || sh >= len(s.l.shards) {
+			return nil, fmt.Errorf("memory: shard %d of a log of %d", sh, len(s.l.shards))
+		}
+	}
+	return &reader{l: s.l, next: next, read: append([]int(nil), shards...)}, nil
 }
 
 var _ transport.Rereader = (*source)(nil)
@@ -116,6 +151,7 @@ type reader struct {
 	transport.Closing
 	l    *Log
 	next []uint64 // per shard; used by Fetch only
+	read []int    // the shards read
 	turn int
 }
 
@@ -128,17 +164,17 @@ func (r *reader) Fetch(ctx context.Context) ([]*transport.Message, error) {
 		// Take from the shards in turn so none starves. The messages of a
 		// batch share one allocation.
 		avail := 0
-		for s, sh := range r.l.shards {
-			avail += len(sh) - int(r.next[s])
+		for _, s := range r.read {
+			avail += len(r.l.shards[s]) - int(r.next[s])
 		}
 		var out []*transport.Message
 		if avail > 0 {
 			k := min(avail, maxBatch)
 			slab := make([]transport.Message, k)
 			out = make([]*transport.Message, 0, k)
-			n := len(r.next)
+			n := len(r.read)
 			for j := 0; j < n && len(out) < maxBatch; j++ {
-				s := (r.turn + j) % n
+				s := r.read[(r.turn+j)%n]
 				sh := r.l.shards[s]
 				for r.next[s] < uint64(len(sh)) && len(out) < maxBatch {
 					e := sh[r.next[s]]
@@ -149,7 +185,7 @@ func (r *reader) Fetch(ctx context.Context) ([]*transport.Message, error) {
 				}
 			}
 		}
-		r.turn = (r.turn + 1) % len(r.next)
+		r.turn = (r.turn + 1) % max(len(r.read), 1)
 		grew := r.l.grew
 		r.l.mu.Unlock()
 		if len(out) > 0 {
