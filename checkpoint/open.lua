@@ -149,14 +149,14 @@ end
 -- The new epoch starts, per shard, at the lowest low of the current one's
 -- indexes that can own tasks there: below it every index is done. Its log
 -- stays aligned to the count the current epoch's was (a log that grew
--- shards keeps what it held aligned to the old count), or to the source's
--- when it was not.
+-- shards keeps what it held aligned to the old count). Alignment is never
+-- adopted by a ledger that began without it: its log may hold entries
+-- placed otherwise (streams written before their source declared them
+-- aligned), and a worker that skipped shards would skip them.
 local n = cur + 1
 local Ac = tonumber(get(cur .. ':aligned') or '0') or 0
 local A = 0
-if aligned then
-  if Ac > 0 then A = Ac else A = shards end
-end
+if aligned then A = Ac end
 local starts = {}
 for s = 0, shards - 1 do
   if rewound[s] then

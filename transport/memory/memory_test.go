@@ -117,3 +117,10 @@ func TestConformance(t *testing.T) {
 		return l.Source(), func(k string, p []byte) { l.Append(k, p) }
 	}})
 }
+
+func TestConformanceAligned(t *testing.T) {
+	transporttest.Run(t, transporttest.Harness{New: func(t *testing.T) (transport.Source, func(string, []byte)) {
+		l := NewAlignedLog(6)
+		return l.Source(), func(k string, p []byte) { l.Append(k, p) }
+	}})
+}

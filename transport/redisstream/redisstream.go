@@ -42,6 +42,13 @@ type Options struct {
 	// Logger receives what a trim held back for another group and what a
 	// producer trimmed away unread, at Warn, once per spell; nil is silent.
 	Logger *slog.Logger
+	// Unaligned declares streams written with the placement of nandi
+	// before aligned shards (LegacyShard: FNV-1a of the key's bytes), or
+	// by any other rule than Shard: every worker then reads every stream,
+	// as it did. By default the streams of NewSharded are aligned (a
+	// producer wrote each key to StreamFor(key)): a worker reads only the
+	// streams its lease can own ids in (transport.Info.Aligned).
+	Unaligned bool
 }
 
 // Source reads one stream, or several as shards. It implements
@@ -58,8 +65,9 @@ type Source struct {
 }
 
 var (
-	_ transport.Source  = (*Source)(nil)
-	_ transport.Trimmer = (*Source)(nil)
+	_ transport.Source      = (*Source)(nil)
+	_ transport.Trimmer     = (*Source)(nil)
+	_ transport.ShardOpener = (*Source)(nil)
 )
 
 // New returns a Source for stream on client. It does no I/O.
@@ -131,15 +139,27 @@ func Names(prefix string, n int) []string {
 	return out
 }
 
-// Shard returns the shard (of n) that a producer writes key to: FNV-1a 64
-// of the key's bytes, modulo n. It differs from the task id (consumer.ID
-// reads a decimal key as its number), so that streams do not line up with
-// the group's indexes.
-func Shard(key string, n int) int { return int(transport.KeyHash(key) % uint64(n)) }
+// Shard returns the shard (of n) that a producer writes key to: its task
+// id modulo n (transport.TaskID, the id the group's filter uses), so that
+// stream s holds only ids with id % n == s and each worker reads only the
+// streams its lease can own ids in. Every entry of a key is in one stream,
+// in order.
+func Shard(key string, n int) int { return int(transport.TaskID(key) % uint64(n)) }
 
-// StreamFor returns the stream a producer writes key's entries to, so that
-// each key's entries stay in one stream, in order.
-func (s *Source) StreamFor(key string) string { return s.streams[Shard(key, len(s.streams))] }
+// LegacyShard is the placement of nandi before aligned shards: FNV-1a 64 of
+// the key's bytes, modulo n. Streams written with it are read with
+// Options.Unaligned.
+func LegacyShard(key string, n int) int { return int(transport.KeyHash(key) % uint64(n)) }
+
+// StreamFor returns the stream a producer writes key's entries to (Shard,
+// or LegacyShard with Options.Unaligned), so that each key's entries stay
+// in one stream, in order.
+func (s *Source) StreamFor(key string) string {
+	if s.opts.Unaligned {
+		return s.streams[LegacyShard(key, len(s.streams))]
+	}
+	return s.streams[Shard(key, len(s.streams))]
+}
 
 // Stream returns the first stream's name (the only one of New's).
 func (s *Source) Stream() string { return s.streams[0] }
@@ -173,22 +193,36 @@ func (s *Source) Info(ctx context.Context) (transport.Info, error) {
 		}
 		ends[i] = p.Next()
 	}
-	return transport.Info{Log: true, Shards: len(s.streams), Ends: ends}, nil
+	return transport.Info{Log: true, Shards: len(s.streams), Ends: ends, Aligned: !s.opts.Unaligned}, nil
 }
 
 // Open starts reading each stream at from[shard] (its start without one).
 // It first checks that nothing at or after from was trimmed away unread.
 func (s *Source) Open(ctx context.Context, from []transport.Position) (transport.Reader, error) {
-	r := &reader{s: s, args: make([]string, 2*len(s.streams))}
-	copy(r.args, s.streams)
-	for i := range s.streams {
+	all := make([]int, len(s.streams))
+	for i := range all {
+		all[i] = i
+	}
+	return s.OpenShards(ctx, from, all)
+}
+
+// OpenShards is Open for the streams of shards only: one XREAD (on a
+// Cluster, one per stream, pipelined) over them.
+func (s *Source) OpenShards(ctx context.Context, from []transport.Position, shards []int) (transport.Reader, error) {
+	r := &reader{s: s, args: make([]string, 2*len(shards)), shard: make([]int, len(shards))}
+	for j, i := range shards {
+		if i < 0 || i >= len(s.streams) {
+			return nil, fmt.Errorf("redisstream: shard %d of a source of %d streams", i, len(s.streams))
+		}
 		var start transport.Position
 		if i < len(from) {
 			start = from[i]
 		}
-		r.args[len(s.streams)+i] = formatID(before(start))
+		r.args[j] = s.streams[i]
+		r.args[len(shards)+j] = formatID(before(start))
+		r.shard[j] = i
 	}
-	s.checkLost(ctx, from)
+	s.checkLost(ctx, from, shards)
 	return r, nil
 }
 
@@ -200,9 +234,9 @@ func (s *Source) Open(ctx context.Context, from []transport.Position) (transport
 // producer's MAXLEN or MINID that overtook the group (or an XDEL of those
 // very entries). A group that had not read a stream (from at its start)
 // has lost nothing of it.
-func (s *Source) checkLost(ctx context.Context, from []transport.Position) {
+func (s *Source) checkLost(ctx context.Context, from []transport.Position, read []int) {
 	var shards []int
-	for i := range s.streams {
+	for _, i := range read {
 		if i < len(from) && (from[i] != transport.Position{}) {
 			shards = append(shards, i)
 		}
@@ -361,8 +395,9 @@ func (s *Source) Reread(ctx context.Context, shard int, at []transport.Position)
 
 type reader struct {
 	transport.Closing
-	s    *Source
-	args []string // XREAD's STREAMS: the names, then where each reads after; used by Fetch only
+	s     *Source
+	args  []string // XREAD's STREAMS: the names, then where each reads after; used by Fetch only
+	shard []int    // the shard of each stream read, in args' order
 }
 
 func (r *reader) Fetch(ctx context.Context) ([]*transport.Message, error) {
@@ -398,11 +433,11 @@ func (r *reader) Fetch(ctx context.Context) ([]*transport.Message, error) {
 	}
 }
 
-// read reads every stream once: one XREAD on a single server (blocking),
-// one per stream pipelined on a cluster (not blocking).
+// read reads every stream of the reader once: one XREAD on a single
+// server (blocking), one per stream pipelined on a cluster (not blocking).
 func (r *reader) read(ctx context.Context) ([]redis.XStream, error) {
 	s := r.s
-	n := len(s.streams)
+	n := len(r.shard)
 	if !s.cluster {
 		block := s.opts.Block
 		if d, ok := ctx.Deadline(); ok {
@@ -413,7 +448,7 @@ func (r *reader) read(ctx context.Context) ([]redis.XStream, error) {
 			return nil, nil
 		}
 		if err != nil {
-			return nil, fmt.Errorf("redisstream: XREAD %s: %w", strings.Join(s.streams, " "), err)
+			return nil, fmt.Errorf("redisstream: XREAD %s: %w", strings.Join(r.args[:n], " "), err)
 		}
 		return res, nil
 	}
@@ -430,7 +465,7 @@ func (r *reader) read(ctx context.Context) ([]redis.XStream, error) {
 			continue
 		}
 		if err != nil {
-			return nil, fmt.Errorf("redisstream: XREAD %s: %w", s.streams[i], err)
+			return nil, fmt.Errorf("redisstream: XREAD %s: %w", r.args[i], err)
 		}
 		out = append(out, res...)
 	}
@@ -449,12 +484,13 @@ func (r *reader) decode(res []redis.XStream) ([]*transport.Message, error) {
 	}
 	out := make([]*transport.Message, 0, total)
 	slab := make([]transport.Message, total)
-	n := len(r.s.streams)
+	n := len(r.shard)
 	for _, st := range res {
-		shard := r.s.shardOf(st.Stream)
-		if shard < 0 {
-			return nil, fmt.Errorf("redisstream: XREAD returned stream %q, which is not one of this source's", st.Stream)
+		j := r.slot(st.Stream)
+		if j < 0 {
+			return nil, fmt.Errorf("redisstream: XREAD returned stream %q, which is not one this reader reads", st.Stream)
 		}
+		shard := r.shard[j]
 		for _, x := range st.Messages {
 			m := &slab[len(out)]
 			if err := r.s.message(m, x, shard); err != nil {
@@ -463,22 +499,17 @@ func (r *reader) decode(res []redis.XStream) ([]*transport.Message, error) {
 			out = append(out, m)
 		}
 		if k := len(st.Messages); k > 0 {
-			r.args[n+shard] = st.Messages[k-1].ID
+			r.args[n+j] = st.Messages[k-1].ID
 		}
 	}
 	return out, nil
 }
 
-func (s *Source) shardOf(stream string) int {
-	if len(s.streams) == 1 {
-		if stream == s.streams[0] {
-			return 0
-		}
-		return -1
-	}
-	for i, st := range s.streams {
-		if st == stream {
-			return i
+// slot returns where stream is in the reader's args, -1 if it is not read.
+func (r *reader) slot(stream string) int {
+	for j, name := range r.args[:len(r.shard)] {
+		if name == stream {
+			return j
 		}
 	}
 	return -1

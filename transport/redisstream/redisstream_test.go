@@ -120,6 +120,25 @@ func TestConformanceSharded(t *testing.T) {
 	}})
 }
 
+// Streams written with the placement before aligned shards
+// (LegacyShard), read with Options.Unaligned.
+func TestConformanceShardedUnaligned(t *testing.T) {
+	srv := redistest.Start(t)
+	c := srv.Client()
+	transporttest.Run(t, transporttest.Harness{New: func(t *testing.T) (transport.Source, func(string, []byte)) {
+		names := redisstream.Names(fmt.Sprintf("unaligned-%d", streams.Add(1)), 4)
+		src, err := redisstream.NewSharded(c, names, redisstream.Options{Unaligned: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return src, func(k string, p []byte) {
+			if err := c.XAdd(context.Background(), &redis.XAddArgs{Stream: src.StreamFor(k), Values: []any{"id", k, "payload", p}}).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}})
+}
+
 func TestConformanceShardedOnACluster(t *testing.T) {
 	cl := redistest.StartCluster(t, 3, 0)
 	c := cl.Client()

@@ -30,6 +30,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("Positions", func(t *testing.T) { positions(t, h) })
 	t.Run("ReadFromPosition", func(t *testing.T) { fromPosition(t, h) })
 	t.Run("Reread", func(t *testing.T) { reread(t, h) })
+	t.Run("Shards", func(t *testing.T) { someShards(t, h) })
 	t.Run("ContextEnd", func(t *testing.T) { contextEnd(t, h) })
 	t.Run("Close", func(t *testing.T) { closing(t, h) })
 }
@@ -256,6 +257,82 @@ func reread(t *testing.T, h Harness) {
 		if last := got[len(got)-1]; last.Err == nil || last.Position != in.Ends[shard] || last.Key == "" {
 			t.Fatalf("Reread shard %d at its end %v: %+v; want a message at that position with a key and Err saying it is not there", shard, in.Ends[shard], last)
 		}
+	}
+}
+
+// A source that reads some shards only (transport.ShardOpener) delivers
+// every message of those shards, in order, and none of the others; an
+// aligned source (Info.Aligned) holds in shard s only keys whose task id
+// has id % Shards == s.
+func someShards(t *testing.T, h Harness) {
+	src, publish := h.New(t)
+	in := info(t, src)
+	so, ok := src.(transport.ShardOpener)
+	if !ok {
+		t.Skip("not a transport.ShardOpener: every reader reads every shard")
+	}
+	if in.Shards < 2 {
+		t.Skip("one shard: nothing to read apart")
+	}
+	var pick []int
+	for s := 0; s < in.Shards; s += 2 {
+		pick = append(pick, s)
+	}
+	picked := map[int]bool{}
+	for _, s := range pick {
+		picked[s] = true
+	}
+	var from []transport.Position
+	if in.Log {
+		from = in.Ends
+	}
+	r, err := so.OpenShards(context.Background(), from, pick)
+	if err != nil {
+		t.Fatalf("OpenShards(%v): %v", pick, err)
+	}
+	t.Cleanup(func() { _ = r.Close() })
+	if h.Settle > 0 {
+		time.Sleep(h.Settle)
+	}
+	// Every key's shard, from a reader of all of them.
+	all, err := src.Open(context.Background(), from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = all.Close() })
+	if h.Settle > 0 {
+		time.Sleep(h.Settle)
+	}
+	const n = 120
+	published := background(func() {
+		for i := range n {
+			publish(strconv.Itoa(i), []byte(strconv.Itoa(i)))
+		}
+	})
+	everything := read(t, all, n)
+	published()
+	want := 0
+	for _, m := range everything {
+		if in.Aligned && uint64(m.Shard) != transport.TaskID(m.Key)%uint64(in.Shards) {
+			t.Fatalf("an aligned source put key %s (task id %d) in shard %d of %d", m.Key, transport.TaskID(m.Key), m.Shard, in.Shards)
+		}
+		if picked[m.Shard] {
+			want++
+		}
+	}
+	if want == 0 {
+		t.Fatalf("no message landed in shards %v of %d", pick, in.Shards)
+	}
+	got := read(t, r, want)
+	for _, m := range got {
+		if !picked[m.Shard] {
+			t.Fatalf("a reader of shards %v delivered a message of shard %d", pick, m.Shard)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	if extra, err := r.Fetch(ctx); err == nil && len(extra) > 0 {
+		t.Fatalf("a reader of shards %v delivered %d more messages than its shards hold (first in shard %d)", pick, len(extra), extra[0].Shard)
 	}
 }
 
