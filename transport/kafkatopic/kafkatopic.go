@@ -62,6 +62,33 @@ type Options struct {
 	Buffer int
 	// Batch is the most messages one Fetch returns (default DefaultBatch).
 	Batch int
+	// Aligned declares a topic written with Balancer (each key in
+	// partition TaskID(key) % partitions): a worker then reads only the
+	// partitions its lease can own ids in (transport.Info.Aligned). A topic
+	// written by another partitioner (kafka-go's Hash, murmur2, CRC32,
+	// round robin) must be read without it: every worker reads every
+	// partition.
+	Aligned bool
+}
+
+// Balancer places a message's key in partition TaskID(key) % partitions,
+// the task id the group's filter uses (transport.TaskID), so that
+// partition p holds only ids with id % partitions == p: give it to
+// kafka-go's Writer (Writer.Balancer), and read the topic with
+// Options.Aligned. A message without a key goes to partition 0. Adding
+// partitions later keeps what was written before aligned to the old
+// count: the consumer's checkpoints remember it, and read the new
+// partitions with every worker.
+type Balancer struct{}
+
+var _ kafka.Balancer = Balancer{}
+
+// Balance implements kafka.Balancer.
+func (Balancer) Balance(msg kafka.Message, partitions ...int) int {
+	if len(partitions) == 0 {
+		return 0
+	}
+	return partitions[transport.TaskID(string(msg.Key))%uint64(len(partitions))]
 }
 
 // Source reads one topic.
@@ -76,8 +103,9 @@ type Source struct {
 }
 
 var (
-	_ transport.Source  = (*Source)(nil)
-	_ transport.Trimmer = (*Source)(nil)
+	_ transport.Source      = (*Source)(nil)
+	_ transport.Trimmer     = (*Source)(nil)
+	_ transport.ShardOpener = (*Source)(nil)
 )
 
 // New returns a Source for topic on brokers. It does no I/O. Close it when
@@ -223,17 +251,31 @@ func (s *Source) Info(ctx context.Context) (transport.Info, error) {
 	for i, o := range next {
 		ends[i] = transport.Offset(uint64(max(o, 0)))
 	}
-	return transport.Info{Log: true, Shards: len(ps), Ends: ends}, nil
+	return transport.Info{Log: true, Shards: len(ps), Ends: ends, Aligned: s.opts.Aligned}, nil
 }
 
 // Open starts one reader per partition at from[p] (or the partition's first
 // offset, when from[p] is before it: retention removed the rest).
 func (s *Source) Open(ctx context.Context, from []transport.Position) (transport.Reader, error) {
+	return s.OpenShards(ctx, from, nil)
+}
+
+// OpenShards is Open for the partitions listed only (nil: all of them).
+func (s *Source) OpenShards(ctx context.Context, from []transport.Position, shards []int) (transport.Reader, error) {
 	ps, err := s.partitions(ctx)
 	if err != nil {
 		return nil, err
 	}
-	first, _, err := s.offsets(ctx, len(ps))
+	n := len(ps)
+	if shards != nil {
+		for _, p := range shards {
+			if p < 0 || p >= n {
+				return nil, fmt.Errorf("kafkatopic: partition %d of a topic of %d", p, n)
+			}
+		}
+		ps = shards
+	}
+	first, _, err := s.offsets(ctx, n)
 	if err != nil {
 		return nil, err
 	}

@@ -42,8 +42,12 @@ func cluster(t *testing.T, brokers, partitions int, topic string) []string {
 
 // writer returns a publish function keeping a key in one partition.
 func writer(t *testing.T, addrs []string, topic string) func(string, []byte) {
+	return writerWith(t, addrs, topic, &kafka.Hash{})
+}
+
+func writerWith(t *testing.T, addrs []string, topic string, b kafka.Balancer) func(string, []byte) {
 	tr := &kafka.Transport{}
-	w := &kafka.Writer{Addr: kafka.TCP(addrs...), Topic: topic, Balancer: &kafka.Hash{}, Transport: tr, BatchTimeout: time.Millisecond, RequiredAcks: kafka.RequireAll}
+	w := &kafka.Writer{Addr: kafka.TCP(addrs...), Topic: topic, Balancer: b, Transport: tr, BatchTimeout: time.Millisecond, RequiredAcks: kafka.RequireAll}
 	t.Cleanup(func() {
 		_ = w.Close()
 		tr.CloseIdleConnections()
@@ -70,6 +74,20 @@ func TestConformance(t *testing.T) {
 			}})
 		})
 	}
+}
+
+// A topic written with kafkatopic.Balancer and read with Options.Aligned.
+func TestConformanceAligned(t *testing.T) {
+	transporttest.Run(t, transporttest.Harness{New: func(t *testing.T) (transport.Source, func(string, []byte)) {
+		topic := fmt.Sprintf("aligned-%d", topics.Add(1))
+		addrs := cluster(t, 1, 4, topic)
+		src, err := kafkatopic.New(addrs, topic, kafkatopic.Options{Aligned: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = src.Close() })
+		return src, writerWith(t, addrs, topic, kafkatopic.Balancer{})
+	}})
 }
 
 // SASL/PLAIN configured once (Options.SASL) serves the readers, the
