@@ -3,6 +3,7 @@ package natscore
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"sync"
 	"sync/atomic"
 
@@ -21,6 +22,14 @@ type Options struct {
 	Buffer int
 	// Batch is the most messages one Fetch returns (default DefaultBatch).
 	Batch int
+	// Shards, when above 0, makes the source a subject per shard: shard s
+	// is the subject SUBJECT.s (New's subject is their prefix), and a
+	// producer publishes each key to SubjectFor(key), shard
+	// TaskID(key) % Shards. The source is then aligned
+	// (transport.Info.Aligned): a worker subscribes only to the subjects
+	// its lease can own ids in, and changes its subscriptions at each
+	// change of mapping. 0: one subject, every worker subscribed to it.
+	Shards int
 }
 
 // Defaults of Options.
@@ -31,12 +40,14 @@ const (
 
 var _ transport.Source = (*Source)(nil)
 
-// Source subscribes to one subject.
+// Source subscribes to one subject, or to a subject per shard.
 type Source struct {
-	nc      *nats.Conn
-	subject string
-	opts    Options
-	dropped atomic.Int64 // by subscriptions already closed
+	nc       *nats.Conn
+	subject  string
+	subjects []string       // a subject per shard
+	shardOf  map[string]int // and back
+	opts     Options
+	dropped  atomic.Int64 // by subscriptions already closed
 
 	mu   sync.Mutex
 	open map[*reader]struct{} // subscriptions open now
@@ -53,6 +64,8 @@ func New(nc *nats.Conn, subject string, opts Options) (*Source, error) {
 		return nil, transport.Invalid("natscore: Buffer is %d; it must not be negative (0: %d)", opts.Buffer, DefaultBuffer)
 	case opts.Batch < 0:
 		return nil, transport.Invalid("natscore: Batch is %d; it must not be negative (0: %d)", opts.Batch, DefaultBatch)
+	case opts.Shards < 0 || opts.Shards > 65536:
+		return nil, transport.Invalid("natscore: Shards is %d; it must be 0 (one subject) to 65536", opts.Shards)
 	}
 	if opts.KeyHeader == "" {
 		opts.KeyHeader = "id"
@@ -63,13 +76,31 @@ func New(nc *nats.Conn, subject string, opts Options) (*Source, error) {
 	if opts.Batch == 0 {
 		opts.Batch = DefaultBatch
 	}
-	return &Source{nc: nc, subject: subject, opts: opts}, nil
+	s := &Source{nc: nc, subject: subject, opts: opts, subjects: []string{subject}, shardOf: map[string]int{subject: 0}}
+	if opts.Shards > 0 {
+		s.subjects, s.shardOf = make([]string, opts.Shards), make(map[string]int, opts.Shards)
+		for i := range opts.Shards {
+			s.subjects[i] = ShardSubject(subject, i)
+			s.shardOf[s.subjects[i]] = i
+		}
+	}
+	return s, nil
+}
+
+// ShardSubject is the subject of shard s of a source with prefix subject
+// (Options.Shards): subject.s.
+func ShardSubject(subject string, s int) string { return subject + "." + strconv.Itoa(s) }
+
+// SubjectFor returns the subject a producer publishes key's messages to:
+// its shard's (TaskID(key) % Shards) with Options.Shards, else the one.
+func (s *Source) SubjectFor(key string) string {
+	return s.subjects[transport.TaskID(key)%uint64(len(s.subjects))]
 }
 
 // Info reports a source that is not a log and loses what arrives while
-// nobody reads.
+// nobody reads; with Options.Shards, an aligned one of that many shards.
 func (s *Source) Info(context.Context) (transport.Info, error) {
-	return transport.Info{Shards: 1, Lossy: true}, nil
+	return transport.Info{Shards: len(s.subjects), Lossy: true, Aligned: s.opts.Shards > 0}, nil
 }
 
 // Dropped counts the messages NATS dropped from this source's
@@ -81,9 +112,7 @@ func (s *Source) Dropped() int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for r := range s.open {
-		if d, err := r.sub.Dropped(); err == nil {
-			n += int64(d)
-		}
+		n += r.droppedNow()
 	}
 	return n
 }
@@ -95,18 +124,36 @@ var _ transport.Dropper = (*Source)(nil)
 // channel operation per message. When Buffer messages wait there, the
 // callback waits, and NATS drops what comes meanwhile as a slow
 // consumer's (counted by Dropped).
-func (s *Source) Open(_ context.Context, _ []transport.Position) (transport.Reader, error) {
+func (s *Source) Open(ctx context.Context, _ []transport.Position) (transport.Reader, error) {
+	all := make([]int, len(s.subjects))
+	for i := range all {
+		all[i] = i
+	}
+	return s.OpenShards(ctx, nil, all)
+}
+
+var _ transport.ShardOpener = (*Source)(nil)
+
+// OpenShards subscribes to the subjects of shards only.
+func (s *Source) OpenShards(_ context.Context, _ []transport.Position, shards []int) (transport.Reader, error) {
 	r := &reader{s: s, wake: make(chan struct{}, 1)}
 	r.room = sync.NewCond(&r.mu)
-	sub, err := s.nc.Subscribe(s.subject, r.deliver)
-	if err != nil {
-		return nil, fmt.Errorf("natscore: subscribe %s: %w", s.subject, err)
+	for _, i := range shards {
+		if i < 0 || i >= len(s.subjects) {
+			r.unsubscribe()
+			return nil, fmt.Errorf("natscore: shard %d of a source of %d subjects", i, len(s.subjects))
+		}
+		sub, err := s.nc.Subscribe(s.subjects[i], r.deliver)
+		if err != nil {
+			r.unsubscribe()
+			return nil, fmt.Errorf("natscore: subscribe %s: %w", s.subjects[i], err)
+		}
+		_ = sub.SetPendingLimits(s.opts.Buffer, -1)
+		r.subs = append(r.subs, sub)
 	}
-	_ = sub.SetPendingLimits(s.opts.Buffer, -1)
-	r.sub = sub
-	// The subscription is registered once the server has seen it.
+	// The subscriptions are registered once the server has seen them.
 	if err := s.nc.Flush(); err != nil {
-		_ = sub.Unsubscribe()
+		r.unsubscribe()
 		return nil, fmt.Errorf("natscore: flush: %w", err)
 	}
 	s.mu.Lock()
@@ -121,7 +168,7 @@ func (s *Source) Open(_ context.Context, _ []transport.Position) (transport.Read
 type reader struct {
 	transport.Closing
 	s    *Source
-	sub  *nats.Subscription
+	subs []*nats.Subscription
 	once sync.Once
 
 	mu     sync.Mutex
@@ -198,7 +245,7 @@ func (r *reader) Fetch(ctx context.Context) ([]*transport.Message, error) {
 // task id's, all of them are copied into out.Headers (first values);
 // otherwise Headers stays nil, which costs no allocation.
 func (s *Source) message(out *transport.Message, m *nats.Msg) {
-	*out = transport.Message{Payload: m.Data}
+	*out = transport.Message{Payload: m.Data, Shard: s.shardOf[m.Subject]}
 	var key string
 	if vs := m.Header[s.opts.KeyHeader]; len(vs) > 0 { // NATS headers are case-sensitive
 		key = vs[0]
@@ -224,19 +271,34 @@ func (s *Source) message(out *transport.Message, m *nats.Msg) {
 	}
 }
 
+// droppedNow is what NATS has dropped from the reader's subscriptions.
+func (r *reader) droppedNow() int64 {
+	var n int64
+	for _, sub := range r.subs {
+		if d, err := sub.Dropped(); err == nil {
+			n += int64(d)
+		}
+	}
+	return n
+}
+
+func (r *reader) unsubscribe() {
+	for _, sub := range r.subs {
+		_ = sub.Unsubscribe()
+	}
+}
+
 func (r *reader) Close() error {
 	r.once.Do(func() {
 		r.s.mu.Lock()
-		if n, err := r.sub.Dropped(); err == nil {
-			r.s.dropped.Add(int64(n))
-		}
+		r.s.dropped.Add(r.droppedNow())
 		delete(r.s.open, r)
 		r.s.mu.Unlock()
 		r.mu.Lock()
 		r.closed = true
 		r.room.Broadcast()
 		r.mu.Unlock()
-		_ = r.sub.Unsubscribe()
+		r.unsubscribe()
 	})
 	return r.Closing.Close()
 }

@@ -43,6 +43,20 @@ func TestConformance(t *testing.T) {
 	}})
 }
 
+// A subject per shard (Options.Shards), published with SubjectFor.
+func TestConformanceSharded(t *testing.T) {
+	srv := natstest.Start(t)
+	sub, pub := srv.Conn(), srv.Conn()
+	transporttest.Run(t, transporttest.Harness{New: func(t *testing.T) (transport.Source, func(string, []byte)) {
+		prefix := fmt.Sprintf("sharded.%d", subjects.Add(1))
+		src, err := natscore.New(sub, prefix, natscore.Options{Shards: 4})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return src, func(k string, p []byte) { publisher(t, pub, src.SubjectFor(k))(k, p) }
+	}})
+}
+
 func TestMessageWithoutItsIDHeaderCarriesAnError(t *testing.T) {
 	srv := natstest.Start(t)
 	nc := srv.Conn()

@@ -23,6 +23,15 @@ type Options struct {
 	Subjects []string
 	// Batch is the most messages one Fetch returns (default DefaultBatch).
 	Batch int
+	// Shards and SubjectPrefix, when Shards is above 0, make each subject
+	// PREFIX.s of the stream a shard: a producer publishes each key to
+	// SubjectFor(key), shard TaskID(key) % Shards, and the source is
+	// aligned (transport.Info.Aligned): a worker's ordered consumer filters
+	// on the subjects its lease can own ids in only (FilterSubjects,
+	// nats-server 2.10 or later). A shard's positions are the stream
+	// sequences of its subject's messages. Subjects is then unused.
+	Shards        int
+	SubjectPrefix string
 }
 
 // Defaults of Options.
@@ -35,9 +44,11 @@ var _ transport.Source = (*Source)(nil)
 
 // Source reads one stream.
 type Source struct {
-	js     jetstream.JetStream
-	stream string
-	opts   Options
+	js       jetstream.JetStream
+	stream   string
+	opts     Options
+	subjects []string       // a subject per shard, with Options.Shards
+	shardOf  map[string]int // and back
 }
 
 // New returns a Source for stream. It does no I/O.
@@ -49,6 +60,10 @@ func New(js jetstream.JetStream, stream string, opts Options) (*Source, error) {
 		return nil, transport.Invalid("natsjs: stream name is empty")
 	case opts.Batch < 0:
 		return nil, transport.Invalid("natsjs: Batch is %d; it must not be negative (0: %d)", opts.Batch, DefaultBatch)
+	case opts.Shards < 0 || opts.Shards > 65536:
+		return nil, transport.Invalid("natsjs: Shards is %d; it must be 0 (one shard) to 65536", opts.Shards)
+	case opts.Shards > 0 && opts.SubjectPrefix == "":
+		return nil, transport.Invalid("natsjs: Shards is %d but SubjectPrefix is empty: shard s is the subject PREFIX.s", opts.Shards)
 	}
 	if opts.KeyHeader == "" {
 		opts.KeyHeader = "id"
@@ -56,28 +71,97 @@ func New(js jetstream.JetStream, stream string, opts Options) (*Source, error) {
 	if opts.Batch == 0 {
 		opts.Batch = DefaultBatch
 	}
-	return &Source{js: js, stream: stream, opts: opts}, nil
+	s := &Source{js: js, stream: stream, opts: opts}
+	if opts.Shards > 0 {
+		s.subjects, s.shardOf = make([]string, opts.Shards), make(map[string]int, opts.Shards)
+		for i := range opts.Shards {
+			s.subjects[i] = ShardSubject(opts.SubjectPrefix, i)
+			s.shardOf[s.subjects[i]] = i
+		}
+	}
+	return s, nil
 }
 
-// Info reports one shard ending after the stream's last sequence.
+// ShardSubject is the subject of shard s under prefix: prefix.s.
+func ShardSubject(prefix string, s int) string { return prefix + "." + strconv.Itoa(s) }
+
+// SubjectFor returns the subject a producer publishes key's messages to
+// with Options.Shards: its shard's, TaskID(key) % Shards. Without it, it
+// returns SubjectPrefix.
+func (s *Source) SubjectFor(key string) string {
+	if len(s.subjects) == 0 {
+		return s.opts.SubjectPrefix
+	}
+	return s.subjects[transport.TaskID(key)%uint64(len(s.subjects))]
+}
+
+// Info reports one shard ending after the stream's last sequence; with
+// Options.Shards, a shard per subject, each ending after its last
+// message's sequence (0 when it has none), aligned.
 func (s *Source) Info(ctx context.Context) (transport.Info, error) {
 	st, err := s.js.Stream(ctx, s.stream)
 	if err != nil {
 		return transport.Info{}, fmt.Errorf("natsjs: stream %s: %w", s.stream, err)
 	}
-	in, err := st.Info(ctx)
-	if err != nil {
-		return transport.Info{}, fmt.Errorf("natsjs: stream %s info: %w", s.stream, err)
+	if len(s.subjects) == 0 {
+		in, err := st.Info(ctx)
+		if err != nil {
+			return transport.Info{}, fmt.Errorf("natsjs: stream %s info: %w", s.stream, err)
+		}
+		return transport.Info{Log: true, Shards: 1, Ends: []transport.Position{transport.Offset(in.State.LastSeq + 1)}}, nil
 	}
-	return transport.Info{Log: true, Shards: 1, Ends: []transport.Position{transport.Offset(in.State.LastSeq + 1)}}, nil
+	ends := make([]transport.Position, len(s.subjects))
+	for i, subj := range s.subjects {
+		m, err := st.GetLastMsgForSubject(ctx, subj)
+		switch {
+		case errors.Is(err, jetstream.ErrMsgNotFound):
+		case err != nil:
+			return transport.Info{}, fmt.Errorf("natsjs: last message of %s in %s: %w", subj, s.stream, err)
+		default:
+			ends[i] = transport.Offset(m.Sequence + 1)
+		}
+	}
+	return transport.Info{Log: true, Shards: len(s.subjects), Ends: ends, Aligned: true}, nil
 }
 
+var _ transport.ShardOpener = (*Source)(nil)
+
 // Open starts an ordered consumer at sequence from[0] (the stream's start
-// without one).
+// without one); with Options.Shards, at the lowest from of every subject.
 func (s *Source) Open(ctx context.Context, from []transport.Position) (transport.Reader, error) {
-	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: s.opts.Subjects, DeliverPolicy: jetstream.DeliverAllPolicy}
-	if len(from) > 0 && from[0].Lo > 1 {
-		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, from[0].Lo
+	n := max(len(s.subjects), 1)
+	all := make([]int, n)
+	for i := range all {
+		all[i] = i
+	}
+	return s.OpenShards(ctx, from, all)
+}
+
+// OpenShards starts an ordered consumer on the subjects of shards only
+// (FilterSubjects), at the lowest of their positions; what it delivers of
+// a shard below that shard's position is skipped.
+func (s *Source) OpenShards(ctx context.Context, from []transport.Position, shards []int) (transport.Reader, error) {
+	r := &reader{s: s, from: make([]uint64, max(len(s.subjects), 1))}
+	start := ^uint64(0)
+	filter := s.opts.Subjects
+	if len(s.subjects) > 0 {
+		filter = nil
+	}
+	for _, i := range shards {
+		if i < 0 || i >= len(r.from) {
+			return nil, fmt.Errorf("natsjs: shard %d of a source of %d", i, len(r.from))
+		}
+		if i < len(from) {
+			r.from[i] = from[i].Lo
+		}
+		start = min(start, r.from[i])
+		if len(s.subjects) > 0 {
+			filter = append(filter, s.subjects[i])
+		}
+	}
+	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: filter, DeliverPolicy: jetstream.DeliverAllPolicy}
+	if start != ^uint64(0) && start > 1 {
+		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, start
 	}
 	cons, err := s.js.OrderedConsumer(ctx, s.stream, cfg)
 	if err != nil {
@@ -87,7 +171,8 @@ func (s *Source) Open(ctx context.Context, from []transport.Position) (transport
 	if err != nil {
 		return nil, fmt.Errorf("natsjs: messages of %s: %w", s.stream, err)
 	}
-	return &reader{s: s, cons: cons, it: it}, nil
+	r.cons, r.it = cons, it
+	return r, nil
 }
 
 type reader struct {
@@ -95,6 +180,7 @@ type reader struct {
 	s    *Source
 	cons jetstream.Consumer
 	it   jetstream.MessagesContext
+	from []uint64 // per shard: what is delivered below it is skipped
 	once sync.Once
 }
 
@@ -102,6 +188,19 @@ type reader struct {
 // Iterator calls that end with the context leave their message in the
 // iterator: nothing is consumed.
 func (r *reader) Fetch(ctx context.Context) ([]*transport.Message, error) {
+	for {
+		out, err := r.fetch(ctx)
+		if err != nil || len(out) > 0 {
+			return out, err
+		}
+		// Everything read was below its shard's position: read on.
+	}
+}
+
+// fetch waits for one message, then takes what else is already there,
+// leaving out what lies below its shard's position (an ordered consumer
+// over several subjects starts at the lowest of them).
+func (r *reader) fetch(ctx context.Context) ([]*transport.Message, error) {
 	if err := r.Err(ctx); err != nil {
 		return nil, err
 	}
@@ -123,13 +222,19 @@ func (r *reader) Fetch(ctx context.Context) ([]*transport.Message, error) {
 		}
 		return nil, fmt.Errorf("natsjs: next message of %s: %w", r.s.stream, err)
 	}
-	out := []*transport.Message{r.s.message(m)}
+	var out []*transport.Message
+	take := func(m jetstream.Msg) {
+		if x := r.s.message(m); x.Position.Lo >= r.from[x.Shard] {
+			out = append(out, x)
+		}
+	}
+	take(m)
 	for len(out) < r.s.opts.Batch {
 		m, err := r.it.Next(jetstream.NextMaxWait(time.Millisecond))
 		if err != nil {
 			break
 		}
-		out = append(out, r.s.message(m))
+		take(m)
 	}
 	return out, nil
 }
@@ -141,6 +246,9 @@ func (s *Source) message(m jetstream.Msg) *transport.Message {
 		seq = md.Sequence.Stream
 	}
 	out.Position = transport.Offset(seq)
+	if len(s.subjects) > 0 {
+		out.Shard = s.shardOf[m.Subject()]
+	}
 	h := m.Headers()
 	if len(h) > 0 {
 		out.Headers = make(map[string]string, len(h))
@@ -167,8 +275,8 @@ var _ transport.Rereader = (*Source)(nil)
 // Reread returns the stream's messages at sequences at (shard 0): a
 // message get per sequence (jetstream.Stream.GetMsg).
 func (s *Source) Reread(ctx context.Context, shard int, at []transport.Position) ([]*transport.Message, error) {
-	if shard != 0 {
-		return nil, fmt.Errorf("natsjs: shard %d of a stream of one", shard)
+	if shard < 0 || shard >= max(len(s.subjects), 1) {
+		return nil, fmt.Errorf("natsjs: shard %d of a source of %d", shard, max(len(s.subjects), 1))
 	}
 	st, err := s.js.Stream(ctx, s.stream)
 	if err != nil {
@@ -179,10 +287,14 @@ func (s *Source) Reread(ctx context.Context, shard int, at []transport.Position)
 		raw, err := st.GetMsg(ctx, p.Lo)
 		switch {
 		case errors.Is(err, jetstream.ErrMsgNotFound):
-			out[i] = transport.Gone(0, p, "message "+strconv.FormatUint(p.Lo, 10)+" of stream "+s.stream)
+			out[i] = transport.Gone(shard, p, "message "+strconv.FormatUint(p.Lo, 10)+" of stream "+s.stream)
 			continue
 		case err != nil:
 			return nil, fmt.Errorf("natsjs: message %d of %s: %w", p.Lo, s.stream, err)
+		case len(s.subjects) > 0 && raw.Subject != s.subjects[shard]:
+			// That sequence is another shard's: this one has nothing there.
+			out[i] = transport.Gone(shard, p, "message "+strconv.FormatUint(p.Lo, 10)+" of "+s.subjects[shard]+" in stream "+s.stream)
+			continue
 		}
 		out[i] = s.message(storedMsg{raw: raw, stream: s.stream})
 	}

@@ -45,3 +45,31 @@ func TestConformance(t *testing.T) {
 		}
 	}})
 }
+
+// A subject per shard (Options.Shards), published with SubjectFor.
+func TestConformanceSharded(t *testing.T) {
+	srv := natstest.Start(t)
+	js, err := jetstream.New(srv.Conn())
+	if err != nil {
+		t.Fatal(err)
+	}
+	transporttest.Run(t, transporttest.Harness{New: func(t *testing.T) (transport.Source, func(string, []byte)) {
+		n := streams.Add(1)
+		name, prefix := fmt.Sprintf("SH%d", n), fmt.Sprintf("sh%d.tasks", n)
+		if _, err := js.CreateStream(context.Background(), jetstream.StreamConfig{Name: name, Subjects: []string{prefix + ".*"}}); err != nil {
+			t.Fatal(err)
+		}
+		src, err := natsjs.New(js, name, natsjs.Options{Shards: 4, SubjectPrefix: prefix})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return src, func(k string, p []byte) {
+			m := nats.NewMsg(src.SubjectFor(k))
+			m.Header.Set("id", k)
+			m.Data = p
+			if _, err := js.PublishMsg(context.Background(), m); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}})
+}
