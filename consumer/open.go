@@ -115,6 +115,33 @@ func (tr *term) openOnce() (transport.Reader, error) {
 	return r, nil
 }
 
+// subscribe opens an aligned source that is not a log (NATS core with a
+// subject per shard) for the term: the shards its lease can own ids in
+// only, retrying while the term lasts.
+func (tr *term) subscribe() (transport.Reader, error) {
+	defer tr.unserved.Store(false)
+	r := retry{spell: &tr.opening, count: &tr.stats.openFailures}
+	read := tr.a.ShardsOf(tr.info.Shards)
+	shards := make([]*shardTrack, tr.info.Shards)
+	for _, s := range read {
+		shards[s] = &shardTrack{}
+	}
+	for {
+		rd, err := tr.src.(transport.ShardOpener).OpenShards(tr.taking, nil, read)
+		if err == nil {
+			r.ok(tr.log, "opened")
+			tr.mu.Lock()
+			tr.shards = shards
+			tr.mu.Unlock()
+			return rd, nil
+		}
+		tr.unserved.Store(true)
+		if !r.wait(tr.taking, tr.log, "cannot serve the index held: subscribing failed; retrying while the term lasts", err) {
+			return nil, errTermOver
+		}
+	}
+}
+
 // seenEpoch is the newest checkpoint epoch this worker has seen, and its
 // start.
 func (sh *shared) seenEpoch() (int64, []transport.Position) {

@@ -77,14 +77,18 @@ func (c *Consumer) Run(ctx context.Context) (runErr error) {
 		info.Shards = 1
 	}
 
-	var persistent transport.Reader // a source that is not a log is read throughout
+	// A source that is not a log is read throughout, unless it is aligned:
+	// then each term subscribes to the shards its lease can own ids in.
+	_, subset := c.src.(transport.ShardOpener)
+	readThroughout := !info.Log && !(info.Aligned && subset)
+	var persistent transport.Reader
 	defer func() {
 		if persistent != nil {
 			persistent.Close()
 		}
 	}()
 	for loop.Err() == nil {
-		if !info.Log && persistent == nil {
+		if readThroughout && persistent == nil {
 			persistent = c.openPersistent(loop)
 			continue
 		}
@@ -131,22 +135,32 @@ func (c *Consumer) serveOnce(runCtx, loop context.Context, t *partition.Term, in
 	tr := newTerm(c.shared, runCtx, loop, t, info)
 	defer tr.close()
 	reader := persistent
-	if info.Log {
-		r, err := tr.open()
-		if err != nil {
-			if errors.Is(err, checkpoint.ErrStale) {
-				tr.log.Info("a newer mapping owns the checkpoints; the term is ending", "err", err)
-			}
-			tr.s.close()
-			tr.s.join()
-			return ""
+	var r transport.Reader
+	var err error
+	switch {
+	case info.Log:
+		r, err = tr.open()
+	case persistent == nil: // aligned: the term's own subscriptions
+		r, err = tr.subscribe()
+	default:
+		tr.mu.Lock()
+		tr.shards = make([]*shardTrack, max(info.Shards, 1)) // for the age of the oldest task
+		for s := range tr.shards {
+			tr.shards[s] = &shardTrack{}
 		}
+		tr.mu.Unlock()
+	}
+	if err != nil {
+		if errors.Is(err, checkpoint.ErrStale) {
+			tr.log.Info("a newer mapping owns the checkpoints; the term is ending", "err", err)
+		}
+		tr.s.close()
+		tr.s.join()
+		return ""
+	}
+	if r != nil {
 		defer r.Close()
 		reader = r
-	} else {
-		tr.mu.Lock()
-		tr.shards = []*shardTrack{{}} // for the age of the oldest task
-		tr.mu.Unlock()
 	}
 	c.cur.Store(tr)
 	defer c.cur.CompareAndSwap(tr, nil)
