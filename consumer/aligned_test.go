@@ -9,6 +9,7 @@ import (
 
 	"github.com/nandi-go/nandi/consumer"
 	"github.com/nandi-go/nandi/partition"
+	"github.com/nandi-go/nandi/presence"
 	"github.com/nandi-go/nandi/transport"
 	"github.com/nandi-go/nandi/transport/memory"
 )
@@ -65,6 +66,21 @@ func TestAlignedLogThroughGroupSizes(t *testing.T) {
 					size, extra, ids, partition.ReadAmplification(12, size))
 			}
 		}
+		// The presence records say which shards each worker reads.
+		waitFor(t, "presence records of the shards read", func() bool {
+			rs, err := presence.Read(context.Background(), server(t).Client(), g.name)
+			if err != nil {
+				return false
+			}
+			n := 0
+			for _, r := range rs {
+				a := partition.Assignment{Index: r.Index, Replicas: r.Replicas}
+				if r.Held && r.Replicas == 4 && r.Of == 12 && slices.Equal(r.Shards, a.ShardsOf(12)) {
+					n++
+				}
+			}
+			return n == 4
+		})
 		for _, w := range live {
 			g.stop(w)
 		}

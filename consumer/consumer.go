@@ -141,17 +141,22 @@ var everywhere = transport.Position{Hi: ^uint64(0), Lo: ^uint64(0)}
 // Reading returns the shards the term served now reads, ascending (every
 // shard, unless the log is aligned; nil when nothing is served).
 func (c *Consumer) Reading() []int {
+	read, _ := c.reading()
+	return read
+}
+
+// reading is Reading and the number of shards of the source served.
+func (c *Consumer) reading() (read []int, of int) {
 	tr := c.cur.Load()
 	if tr == nil {
-		return nil
+		return nil, 0
 	}
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
-	var out []int
 	for s, sh := range tr.shards {
 		if sh != nil {
-			out = append(out, s)
+			read = append(read, s)
 		}
 	}
-	return out
+	return read, len(tr.shards)
 }

@@ -167,6 +167,8 @@ func (tr *term) filter(ms []*transport.Message) ([]offer, bool) {
 	}
 	tr.stats.notOwned.Add(notOwned)
 	tr.stats.doneBefore.Add(doneBefore)
+	tr.stats.read.Add(int64(len(ms)))
+	tr.stats.owned.Add(int64(len(offers)) + doneBefore)
 	tr.offers = offers
 	if userID && !tr.s.leaveIntake() {
 		return nil, false

@@ -55,6 +55,9 @@ func (c *Consumer) record(ctx context.Context) *presence.Record {
 	}
 	if tr := c.cur.Load(); tr != nil && r.Held && tr.a.Token == r.Token && tr.a.Index == r.Index {
 		r.Since = tr.t.Start()
+		if read, of := c.reading(); len(read) < of {
+			r.Shards, r.Of = read, of
+		}
 	}
 	for _, d := range st.Oldest {
 		r.Oldest = append(r.Oldest, d.Seconds())

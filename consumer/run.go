@@ -247,6 +247,7 @@ func (c *Consumer) discard(ctx context.Context, r transport.Reader) (*partition.
 		ms, err := r.Fetch(fctx)
 		cancel()
 		wg.Wait()
+		c.stats.read.Add(int64(len(ms)))
 		for _, m := range ms {
 			c.stats.unheld.Add(1)
 			if m.Ack != nil {

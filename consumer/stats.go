@@ -9,6 +9,12 @@ import (
 
 // Stats counts what a Consumer did. Counts are since New; gauges are now.
 type Stats struct {
+	// Read counts the messages read from the source, and Owned those of
+	// them the lease owned (taken as tasks, or skipped as finished by an
+	// earlier epoch): over a group, Read/Owned is its read amplification,
+	// 1 when an aligned log's shard count is a multiple of the group's
+	// size, Replicas on a log that is not aligned.
+	Read, Owned int64
 	Handled     int64 // tasks whose handler succeeded
 	NotOwned    int64 // messages skipped as another index's
 	DoneBefore  int64 // messages skipped as finished by an earlier epoch
@@ -70,7 +76,7 @@ type Stats struct {
 type stats struct {
 	handled, notOwned, doneBefore, failed, deadLetters, skipped, abandoned, unheld, checkpoints, terms     atomic.Int64
 	panics, fetchFailures, openFailures, checkpointFailures, badShard, overdueTotal, ledgerLosses, rewinds atomic.Int64
-	corruptLedger, reread                                                                                  atomic.Int64
+	corruptLedger, reread, read, owned                                                                     atomic.Int64
 }
 
 // Stats returns the counts so far.
@@ -82,7 +88,7 @@ func (c *Consumer) Stats() Stats {
 		Abandoned: s.abandoned.Load(), Unheld: s.unheld.Load(), Unowned: s.unheld.Load(), Checkpoints: s.checkpoints.Load(), Terms: s.terms.Load(),
 		Panics: s.panics.Load(), FetchFailures: s.fetchFailures.Load(), OpenFailures: s.openFailures.Load(),
 		CheckpointFailures: s.checkpointFailures.Load(), BadShard: s.badShard.Load(), OverdueTotal: s.overdueTotal.Load(),
-		LedgerLosses: s.ledgerLosses.Load(), Rewinds: s.rewinds.Load(), CorruptLedger: s.corruptLedger.Load(), Reread: s.reread.Load(),
+		LedgerLosses: s.ledgerLosses.Load(), Rewinds: s.rewinds.Load(), CorruptLedger: s.corruptLedger.Load(), Reread: s.reread.Load(), Read: s.read.Load(), Owned: s.owned.Load(),
 		InFlight: c.running.Load(), Overdue: c.overdue.Load(),
 		Drains: c.drains.Snapshot(), Handling: c.handling.Snapshot(),
 	}

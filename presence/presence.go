@@ -35,6 +35,11 @@ type Record struct {
 	Replicas int       `json:"replicas"`
 	Token    int64     `json:"token,omitempty"`
 	Since    time.Time `json:"since,omitzero"`
+	// Shards are the shards the worker reads (of Of), when its source is
+	// an aligned log that it reads only part of; empty when it reads them
+	// all.
+	Shards []int `json:"shards,omitempty"`
+	Of     int   `json:"of,omitempty"`
 
 	Handled  int64 `json:"handled"`   // tasks done since the worker started
 	Failed   int64 `json:"failed"`    // failed attempts since the worker started

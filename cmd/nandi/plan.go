@@ -30,7 +30,7 @@ type Plan struct {
 // plan computes a Plan; the figures are the ones the README gives, measured
 // by the integration tests.
 func plan(iv time.Duration, gap float64, workers int, rtt, jitter time.Duration) Plan {
-	g := time.Duration(float64(iv) * gap)
+	g := partition.Margin(iv, gap)
 	p := Plan{Interval: iv, Gap: g, Workers: workers, RTT: rtt, Jitter: jitter,
 		FirstLease: [2]time.Duration{2 * iv, 3 * iv}, StandDown: iv,
 		Assigned:       [2]time.Duration{iv * 20 / 10, iv * 28 / 10},
@@ -80,6 +80,73 @@ func printPlan(w io.Writer, p Plan) {
 	}
 }
 
+// ShardRow is what a group of Workers costs on an aligned log: each entry
+// is read by Amplification workers, and each worker reads PerWorker
+// shards, those s with s % Step == index % Step.
+type ShardRow struct {
+	Workers, Amplification, PerWorker, Step int
+}
+
+// shardCandidates are shard counts with many divisors, which make the
+// common group sizes read each entry once; beyond 120 every worker reads
+// many streams (or partitions, or subjects) for little gain.
+var shardCandidates = []int{12, 24, 36, 48, 60, 120}
+
+// shardPlan is the read amplification of an aligned log of n shards for
+// groups of 1..workers, and the shard count of shardCandidates (or n) with
+// the lowest mean amplification over them (the smaller on a tie).
+func shardPlan(n, workers int) (rows []ShardRow, suggest int, mean float64) {
+	for r := 1; r <= workers; r++ {
+		a := partition.ReadAmplification(n, r)
+		rows = append(rows, ShardRow{Workers: r, Amplification: a, PerWorker: n / gcdInt(n, r), Step: gcdInt(n, r)})
+	}
+	meanOf := func(n int) float64 {
+		sum := 0
+		for r := 1; r <= workers; r++ {
+			sum += partition.ReadAmplification(n, r)
+		}
+		return float64(sum) / float64(workers)
+	}
+	suggest, mean = n, meanOf(n)
+	for _, c := range shardCandidates {
+		if m := meanOf(c); m < mean || (m == mean && c < suggest) {
+			suggest, mean = c, m
+		}
+	}
+	return rows, suggest, mean
+}
+
+func gcdInt(a, b int) int {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
+}
+
+func printShardPlan(w io.Writer, n, workers int) {
+	rows, suggest, mean := shardPlan(n, workers)
+	fmt.Fprintf(w, "\naligned log of %d shards (each worker reads the shards s with s %% STEP == index %% STEP):\n", n)
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "WORKERS\tREAD AMPLIFICATION\tSHARDS PER WORKER\tSTEP")
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%d\t%dx\t%d of %d\t%d\n", r.Workers, r.Amplification, r.PerWorker, n, r.Step)
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "mean read amplification over 1..%d workers: %.2fx", workers, meanOfRows(rows))
+	if suggest != n {
+		fmt.Fprintf(w, "; with %d shards: %.2fx (suggested)", suggest, mean)
+	}
+	fmt.Fprintln(w)
+}
+
+func meanOfRows(rows []ShardRow) float64 {
+	sum := 0
+	for _, r := range rows {
+		sum += r.Amplification
+	}
+	return float64(sum) / float64(max(len(rows), 1))
+}
+
 func cmdPlan(ctx context.Context, args []string, out, errOut io.Writer) int {
 	fs := flag.NewFlagSet("plan", flag.ContinueOnError)
 	fs.SetOutput(errOut)
@@ -89,6 +156,7 @@ func cmdPlan(ctx context.Context, args []string, out, errOut io.Writer) int {
 	rtt := fs.Duration("rtt", time.Millisecond, "round trip to the group's Redis (measured with -redis)")
 	jitter := fs.Duration("jitter", 0, "how much later than usual a round trip can be (p99 - p50; measured with -redis)")
 	url := fs.String("redis", "", "measure rtt and jitter against this Redis (100 PINGs) instead of taking them from the flags")
+	shards := fs.Int("shards", 0, "an aligned log of this many shards: print the read amplification of groups of 1..-workers, and suggest a shard count")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -98,6 +166,10 @@ func cmdPlan(ctx context.Context, args []string, out, errOut io.Writer) int {
 	}
 	if *workers < 1 {
 		fmt.Fprintln(errOut, "nandi plan: -workers must be at least 1")
+		return 2
+	}
+	if *shards < 0 || *shards > 65536 {
+		fmt.Fprintln(errOut, "nandi plan: -shards must be from 1 to 65536 (0: no shard plan)")
 		return 2
 	}
 	if *url != "" {
@@ -121,6 +193,9 @@ func cmdPlan(ctx context.Context, args []string, out, errOut io.Writer) int {
 	}
 	p := plan(*iv, *gap, *workers, *rtt, *jitter)
 	printPlan(out, p)
+	if *shards > 0 {
+		printShardPlan(out, *shards, *workers)
+	}
 	if p.Verdict == "FAIL" {
 		return 1
 	}

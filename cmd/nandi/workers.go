@@ -20,7 +20,7 @@ func printWorkers(w io.Writer, s *Status) {
 		return
 	}
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "WORKER\tHOLDS\tTOKEN\tSINCE\tHANDLED\tFAILED\tIN-FLIGHT\tLAG\tOLDEST\tOVERDUE\tVERSION\tLAST ERROR")
+	fmt.Fprintln(tw, "WORKER\tHOLDS\tREADS\tTOKEN\tSINCE\tHANDLED\tFAILED\tIN-FLIGHT\tLAG\tOLDEST\tOVERDUE\tVERSION\tLAST ERROR")
 	for _, r := range s.Workers {
 		holds, since := "-", "-"
 		if r.Held {
@@ -39,10 +39,26 @@ func printWorkers(w io.Writer, s *Status) {
 				lastErr += " (" + ago(s.ServerTime.Sub(r.LastErrorAt)) + ")"
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%d\t%d\t%s\t%s\t%d\t%s\t%s\n", clean(r.Worker), holds, r.Token, since,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%d\t%d\t%d\t%s\t%s\t%d\t%s\t%s\n", clean(r.Worker), holds, readsText(r), r.Token, since,
 			r.Handled, r.Failed, r.InFlight, lagText(r), oldestText(r), r.Overdue, clean(r.Version), lastErr)
 	}
 	tw.Flush()
+}
+
+// readsText says which shards a worker reads: "all", or the list of an
+// aligned log's shards it reads ("0,4,8 of 12").
+func readsText(r presence.Record) string {
+	if !r.Held {
+		return "-"
+	}
+	if len(r.Shards) == 0 {
+		return "all"
+	}
+	parts := make([]string, len(r.Shards))
+	for i, s := range r.Shards {
+		parts[i] = strconv.Itoa(s)
+	}
+	return strings.Join(parts, ",") + " of " + strconv.Itoa(r.Of)
 }
 
 // lagText is a record's largest lag over its shards.

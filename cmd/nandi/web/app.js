@@ -97,7 +97,7 @@ function renderMapping(snap) {
     const w = r.worker;
     if (!w) {
       const tr = el("tr", "unowned", td(r.index, "num"), td("no worker record (joining, standing down, or presence off)"));
-      for (let i = 0; i < 9; i++) tr.append(td(""));
+      for (let i = 0; i < 10; i++) tr.append(td(""));
       return tr;
     }
     const lag = lagOf(w), old = oldestOf(w);
@@ -106,6 +106,7 @@ function renderMapping(snap) {
     const tr = el("tr", cls,
       td(r.index, "num"),
       td(w.worker + (w.unserved ? " (unserved)" : ""), "worker wrap"),
+      td(w.shards && w.shards.length ? w.shards.join(",") + " of " + w.of : "all", "wrap"),
       td(ago(w.since, now)),
       td(w.handled, "num"), td(w.failed, "num"), td(w.in_flight, "num"),
       el("td", null, bar(lag.v, maxLag, lag.text, false)),
