@@ -1,10 +1,6 @@
 package consumer
 
-import (
-	"time"
-
-	"github.com/nandi-go/nandi/transport"
-)
+import "github.com/nandi-go/nandi/transport"
 
 // place is a task's place in the log.
 type place struct {
@@ -21,7 +17,7 @@ type place struct {
 // the highest position it holds in a shard (soon, as a term reads on),
 // intake's lookup is one comparison.
 type firstTaken struct {
-	at  map[place]time.Time
+	at  map[place]mono
 	top []transport.Position // per shard, the highest position in at
 	any []bool               // per shard, whether at holds one
 }
@@ -30,7 +26,7 @@ type firstTaken struct {
 // first taken.
 func (tr *term) keepAges() {
 	tr.mu.Lock()
-	m := &firstTaken{at: map[place]time.Time{}, top: make([]transport.Position, len(tr.shards)), any: make([]bool, len(tr.shards))}
+	m := &firstTaken{at: map[place]mono{}, top: make([]transport.Position, len(tr.shards)), any: make([]bool, len(tr.shards))}
 	for s, sh := range tr.shards {
 		if sh == nil {
 			continue // not read: the term owns nothing there
@@ -46,12 +42,12 @@ func (tr *term) keepAges() {
 
 // firstTakenAt is when the task at shard s, position p was first taken by
 // this worker: now, unless an earlier term left it unfinished.
-func (sh *shared) firstTakenAt(s int, p transport.Position, now time.Time) time.Time {
+func (sh *shared) firstTakenAt(s int, p transport.Position, now mono) mono {
 	m := sh.firsts.Load()
 	if m == nil || s >= len(m.top) || !m.any[s] || m.top[s].Less(p) {
 		return now
 	}
-	if at, ok := m.at[place{s, p}]; ok && at.Before(now) {
+	if at, ok := m.at[place{s, p}]; ok && at < now {
 		return at
 	}
 	return now

@@ -32,7 +32,7 @@ func (tr *term) execute(w *worker, t *task) (verdict, time.Time) {
 	}
 	v := tr.settle(t, out)
 	if v == again {
-		return again, time.Now().Add(t.backoff)
+		return again, time.Now().Add(t.f.backoff)
 	}
 	return v, time.Time{}
 }
@@ -42,7 +42,7 @@ func (tr *term) execute(w *worker, t *task) (verdict, time.Time) {
 // false when the worker was detached while user code ran: the task is then
 // no longer this goroutine's to touch.
 func (tr *term) attempt(w *worker, t *task) (out outcome, attached bool) {
-	if !t.dead {
+	if t.f == nil || !t.f.dead {
 		err := t.err
 		if err == nil {
 			if err, attached = tr.invoke(w, t, callHandler); !attached {
@@ -66,8 +66,9 @@ func (tr *term) failed(w *worker, t *task, err error) (out outcome, attached boo
 	if t.err == nil && tr.ctx.Err() != nil {
 		return outLeave, true // cut off by the lease, not a failure of the task
 	}
-	t.attempts++
-	t.lastErr = err
+	f := t.failures()
+	f.attempts++
+	f.lastErr = err
 	tr.stats.failed.Add(1)
 	tr.noteFailure(t, err)
 	if tr.opts.OnError != nil {
@@ -75,8 +76,8 @@ func (tr *term) failed(w *worker, t *task, err error) (out outcome, attached boo
 			return 0, false
 		}
 	}
-	if !IsPermanent(err) && (tr.opts.MaxAttempts == 0 || t.attempts < tr.opts.MaxAttempts) {
-		t.backoff = tr.nextBackoff(t.backoff)
+	if !IsPermanent(err) && (tr.opts.MaxAttempts == 0 || f.attempts < tr.opts.MaxAttempts) {
+		f.backoff = tr.nextBackoff(f.backoff)
 		return outRetry, true
 	}
 	if tr.opts.DeadLetter == nil { // only a permanent failure gets here
@@ -84,7 +85,7 @@ func (tr *term) failed(w *worker, t *task, err error) (out outcome, attached boo
 			"key", t.m.Key, "shard", t.shard, "position", t.pos.String(), "err", err)
 		return outSkipped, true
 	}
-	t.dead, t.backoff = true, 0
+	f.dead, f.backoff = true, 0
 	return tr.deadLetter(w, t)
 }
 
@@ -101,14 +102,14 @@ func (tr *term) deadLetter(w *worker, t *task) (out outcome, attached bool) {
 		if tr.deadLettering.fail() {
 			tr.log.Warn("dead letters failing; retrying", "key", t.m.Key, "err", err)
 		}
-		t.backoff = tr.nextBackoff(t.backoff)
+		t.f.backoff = tr.nextBackoff(t.f.backoff)
 		return outRetry, true
 	}
 	if n, lasted, ok := tr.deadLettering.end(); ok {
 		tr.log.Info("dead letters recovered", "failures", n, "after", lasted)
 	}
 	tr.log.Info("task dead-lettered", "key", t.m.Key, "shard", t.shard, "position", t.pos.String(),
-		"attempts", t.attempts, "err", t.lastErr)
+		"attempts", t.f.attempts, "err", t.f.lastErr)
 	return outDeadLettered, true
 }
 
@@ -161,7 +162,7 @@ func (tr *term) invoke(w *worker, t *task, what userCall) (err error, attached b
 	case callOnError:
 		tr.callOnError(t)
 	case callDeadLetter:
-		err = tr.callDeadLetter(tr.ctx, t.m, t.lastErr)
+		err = tr.callDeadLetter(tr.ctx, t.m, t.f.lastErr)
 	}
 	tr.running.Add(-1)
 	tr.gate.Leave()
@@ -191,7 +192,7 @@ func (tr *term) callOnError(t *task) {
 		}
 	}()
 	defer tr.recoverInto(&err, "OnError")
-	tr.opts.OnError(t.m, t.attempts, t.lastErr)
+	tr.opts.OnError(t.m, t.f.attempts, t.f.lastErr)
 }
 
 // callID returns the task id of m by Options.ID, recovering a panic.
@@ -217,14 +218,15 @@ func (sh *shared) recoverInto(err *error, what string) {
 // logged again until no task is failing. OnError sees every one.
 func (tr *term) noteFailure(t *task, err error) {
 	tr.lastErr.Store(&lastError{msg: t.m.Key + ": " + err.Error(), at: time.Now()})
-	if t.failing {
+	f := t.failures()
+	if f.failing {
 		return
 	}
-	t.failing = true
+	f.failing = true
 	if tr.failingTasks.Add(1) != 1 {
 		return
 	}
-	attrs := []any{"key", t.m.Key, "shard", t.shard, "position", t.pos.String(), "attempt", t.attempts, "err", err}
+	attrs := []any{"key", t.m.Key, "shard", t.shard, "position", t.pos.String(), "attempt", f.attempts, "err", err}
 	level, msg := slog.LevelWarn, "task failing"
 	var pe *PanicError
 	if errors.As(err, &pe) {
@@ -236,10 +238,10 @@ func (tr *term) noteFailure(t *task, err error) {
 
 // notFailing ends a task's part in the failing spell.
 func (tr *term) notFailing(t *task) {
-	if !t.failing {
+	if t.f == nil || !t.f.failing {
 		return
 	}
-	t.failing = false
+	t.f.failing = false
 	if tr.failingTasks.Add(-1) == 0 {
 		tr.log.Info("no task failing")
 	}

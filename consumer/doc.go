@@ -1,8 +1,9 @@
 // Package consumer pairs a transport.Source with a partition.Lease and the
 // filter id % Replicas == Index: every worker of a group reads every
-// message and handles the ones its lease owns, in order per id, with
-// Concurrency handlers at once, and hands its share over without doing
-// work twice.
+// message (of an aligned log, every message of the shards its lease can
+// own ids in: transport.Info.Aligned, partition.Assignment.ShardsOf) and
+// handles the ones its lease owns, in order per id, with Concurrency
+// handlers at once, and hands its share over without doing work twice.
 //
 //	lease, _ := partition.New(redisClient, partition.Options{Name: "mail-sender"})
 //	c, _ := consumer.New(lease, source, send, consumer.Options{Concurrency: 16})

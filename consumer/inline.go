@@ -143,7 +143,7 @@ func (s *sched) closeBatch(ms []*transport.Message, n int, inside, ok bool) bool
 // or intake was detached.
 func (s *sched) takeSlow(o offer, handlerErr error) bool {
 	tr := s.tr
-	t := tr.newTask(o.m, o.id, o.err, time.Now())
+	t := tr.newTask(o.m, o.id, o.err, monoNow())
 	if !s.reserveInline() {
 		return false
 	}
@@ -168,7 +168,7 @@ func (s *sched) takeSlow(o offer, handlerErr error) bool {
 	case finished:
 		s.release()
 	case again:
-		s.park(t, time.Now().Add(t.backoff))
+		s.park(t, time.Now().Add(t.f.backoff))
 	default: // leave: the term is over
 		s.release()
 		return false

@@ -91,7 +91,7 @@ type Options struct {
 	// first task has failed, kept as their place in the log only (about
 	// WaitingTaskBytes each, whatever their payload) and read again when
 	// their turn comes, so that a failing id never stops the other ids
-	// (default 100,000 per term: about 15 MB). It applies to logs that
+	// (default 100,000 per term: about 11 MB). It applies to logs that
 	// can read entries again (transport.Rereader: every log transport of
 	// nandi); on other sources those tasks are held whole, within
 	// MaxPending. Past MaxWaiting they are held whole too.
@@ -134,7 +134,7 @@ const DefaultMaxWaiting = 100_000
 
 // WaitingTaskBytes is what a task waiting light costs in memory (its
 // bookkeeping and its slot in its id's queue), whatever its payload.
-const WaitingTaskBytes = 152
+const WaitingTaskBytes = 112
 
 func (o Options) withDefaults(gapTime, _ time.Duration) Options {
 	if o.Concurrency == 0 {

@@ -17,10 +17,12 @@ const workerBatch = 8
 // passes a task that is not.
 func (s *sched) submitPool(ms []*transport.Message, offers []offer) bool {
 	tr := s.tr
-	now := time.Now()
+	now := monoNow()
 	tasks := s.batch[:0]
-	for _, o := range offers {
-		tasks = append(tasks, tr.newTask(o.m, o.id, o.err, now))
+	slab := make([]task, len(offers)) // one allocation for the batch's tasks
+	for i, o := range offers {
+		tr.initTask(&slab[i], o.m, o.id, o.err, now)
+		tasks = append(tasks, &slab[i])
 	}
 	read := 0 // messages the bookkeeping has passed
 	ok := true

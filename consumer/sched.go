@@ -171,6 +171,7 @@ func (s *sched) queue(id uint64) *idQueue {
 func (s *sched) enqueue(ts []*task) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	woke := 0
 	for _, t := range ts {
 		if q := s.byID[t.id]; q != nil {
 			q.push(t) // runs after the ones before it
@@ -182,7 +183,12 @@ func (s *sched) enqueue(ts []*task) {
 		q := s.queue(t.id)
 		q.push(t)
 		s.ready.push(q)
-		s.work.Signal()
+		// Wake a worker per few ready ids (each takes up to workerBatch
+		// per lock), not one per id: a wake-up is a futex call.
+		if woke < len(s.workers) && s.ready.len() > woke*workerBatch {
+			s.work.Signal()
+			woke++
+		}
 	}
 }
 

@@ -96,7 +96,7 @@ func (c *Consumer) Stats() Stats {
 		_, out.Unserved = c.lease.Current()
 	}
 	if tr := c.cur.Load(); tr != nil {
-		now := time.Now()
+		mnow := monoNow()
 		tr.mu.Lock()
 		if tr.shards != nil {
 			out.Oldest = make([]time.Duration, len(tr.shards))
@@ -106,7 +106,7 @@ func (c *Consumer) Stats() Stats {
 				}
 				out.Pending += int64(sh.n)
 				if sh.head != nil {
-					out.Oldest[i] = now.Sub(sh.head.taken)
+					out.Oldest[i] = sh.head.taken.since(mnow)
 				}
 			}
 		}

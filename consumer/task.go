@@ -18,23 +18,52 @@ type task struct {
 	id    uint64
 	err   error // a permanent failure known at intake (Message.Err, an ID error)
 	tr    *term
-	taken time.Time
+	taken mono               // when this worker first took it
 	shard int                // m.Shard, kept while light
 	pos   transport.Position // m.Position, kept while light
+	f     *failure           // nil until its first failure
+	// settled: finished and accounted for, not handed back at the term's
+	// end.
+	settled bool
 
-	// Failure policy, used by the goroutine running its attempts.
+	before, after *task // its shard's unfinished list, under tr.mu
+}
+
+// failure is a task's failure policy state, from its first failure on,
+// used by the goroutine running its attempts.
+type failure struct {
 	attempts int
 	backoff  time.Duration
 	lastErr  error
 	dead     bool // gone to the dead-letter path: DeadLetter is what is retried
 	failing  bool // counted in shared.failingTasks
-	settled  bool // finished and accounted for: not handed back at the term's end
-
-	before, after *task // its shard's unfinished list, under tr.mu
 }
 
-func (tr *term) newTask(m *transport.Message, id uint64, err error, now time.Time) *task {
-	return &task{m: m, id: id, err: err, tr: tr, taken: tr.firstTakenAt(m.Shard, m.Position, now), shard: m.Shard, pos: m.Position}
+// failures returns t's failure state, making it at the first failure.
+func (t *task) failures() *failure {
+	if t.f == nil {
+		t.f = &failure{}
+	}
+	return t.f
+}
+
+// mono is a reading of the monotonic clock: the time since monoBase.
+type mono time.Duration
+
+var monoBase = time.Now()
+
+func monoNow() mono                         { return mono(time.Since(monoBase)) }
+func monoOf(t time.Time) mono               { return mono(t.Sub(monoBase)) }
+func (m mono) since(now mono) time.Duration { return time.Duration(now - m) }
+
+func (tr *term) newTask(m *transport.Message, id uint64, err error, now mono) *task {
+	t := new(task)
+	tr.initTask(t, m, id, err, now)
+	return t
+}
+
+func (tr *term) initTask(t *task, m *transport.Message, id uint64, err error, now mono) {
+	*t = task{m: m, id: id, err: err, tr: tr, taken: tr.firstTakenAt(m.Shard, m.Position, now), shard: m.Shard, pos: m.Position}
 }
 
 // outcome is how an attempt ended.
