@@ -28,3 +28,10 @@ func AssignmentFromContext(ctx context.Context) (partition.Assignment, bool) {
 func withAssignment(ctx context.Context, a partition.Assignment) context.Context {
 	return context.WithValue(ctx, assignmentKey{}, a)
 }
+
+// ContextWithAssignment returns ctx carrying a, as the consumer's context
+// for a handler does: for tests of handlers that read their term
+// (AssignmentFromContext), and for sinks called outside a consumer.
+func ContextWithAssignment(ctx context.Context, a partition.Assignment) context.Context {
+	return withAssignment(ctx, a)
+}

@@ -17,7 +17,7 @@ var rank = map[string]int{
 	"hist": 0, "drain": 0, "transport": 0, "internal/leasecheck": 0,
 	"partition": 1, "transport/memory": 1, "transport/redisstream": 1, "transport/natsjs": 1,
 	"transport/natscore": 1, "transport/kafkatopic": 1, "transport/watermillsub": 1, "transport/transporttest": 1,
-	"internal/redistest": 1, "internal/natstest": 1,
+	"internal/redistest": 1, "internal/natstest": 1, "internal/pgtest": 0,
 	"checkpoint": 2, "presence": 2,
 	"consumer": 3,
 	"tracing":  4, "metrics": 4, "health": 4, "watermillfilter": 4,
