@@ -25,6 +25,8 @@ test:
 	$(GO) test -race -count=1 -p 1 -timeout 15m ./integration/ ./integration/delivery/
 	$(GO) test -count=1 -timeout 15m ./integration/chaos/
 	cd deploy && $(GO) vet ./... && $(GO) test -count=1 ./...
+	cd sink/pgsink && $(GO) vet ./... && $(GO) test -race -count=1 -skip '^TestSink' ./... && $(GO) test -count=1 -run '^TestSink' ./...
+	cd examples/payments && $(GO) vet ./... && $(GO) test -count=1 ./...
 
 # make test 3 times in a row with every core kept busy by a shell loop, as
 # on a shared, noisy machine: a test that passes only on a quiet machine
@@ -42,12 +44,14 @@ test-integration:
 # The fault suite with 10 times the tasks of its make test version.
 chaos:
 	NANDI_CHAOS_SCALE=10 $(GO) test -race -count=1 -timeout 60m -v ./integration/chaos/
+	cd sink/pgsink && NANDI_CHAOS_SCALE=10 $(GO) test -race -count=1 -timeout 60m -v -run '^TestSink' ./...
 
 # Figures for the lease, the consumer and the transports on real servers,
 # and the lease's simulation at scale; prints tables.
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 60m -p 1 ./integration/... ./partition/ ./consumer/ ./presence/
 	$(GO) test -count=1 -run TestSimulationAtScale -v ./partition/ | grep -E 'figures|FAIL|^ok'
+	cd sink/pgsink && $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./...
 
 lint:
 	$(GO) vet $(PKGS)

@@ -3,7 +3,10 @@
 // Register a lease (RegisterLease) or a consumer with its lease (Register)
 // on a registry you pass; nothing is registered on the global one. (A
 // watermillfilter.Filter registers with package metrics/watermillmetrics,
-// so that this package never pulls Watermill into a build.) The
+// so that this package never pulls Watermill into a build; an
+// exactly-once sink's counts, sink/pgsink's, register with RegisterSink,
+// which takes them as a function, so that this package fetches no
+// database driver.) The
 // collectors read the lease's and the consumer's counts at scrape time, so
 // they cost nothing between scrapes. Every metric carries the label
 // group (the lease's Options.Name); add your own (a pod name) with

@@ -43,6 +43,9 @@ func find() (string, error) {
 		if p, err := exec.LookPath("initdb"); err == nil {
 			dirs = append(dirs, filepath.Dir(p))
 		}
+		// Debian keeps the server's binaries off PATH, by version.
+		debian, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
+		dirs = append(dirs, debian...)
 		for _, d := range dirs {
 			if _, err := os.Stat(filepath.Join(d, "initdb")); err == nil {
 				bindir = d

@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nandi-go/nandi/checkpoint"
 	"github.com/nandi-go/nandi/consumer"
@@ -54,6 +56,7 @@ type Stats struct {
 	BatchErrors int64 // transactions that failed as a whole (a lost connection, a deadlock): each task's error returned
 	Commits     int64 // transactions committed
 	Forgotten   int64 // records forgotten below the watermark
+	Conflicts   int64 // transactions aborted by a deadlock or a serialization failure, and run again
 }
 
 // Sink applies each task's effect and records it as done in one
@@ -64,7 +67,7 @@ type Sink struct {
 	log   *slog.Logger
 	q     queries
 	stats struct {
-		applied, alreadyDone, fenced, failed, batchErrors, commits, forgotten atomic.Int64
+		applied, alreadyDone, fenced, failed, batchErrors, commits, forgotten, conflicts atomic.Int64
 	}
 
 	mu      sync.Mutex
@@ -123,7 +126,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts Options) (*Sink, error) {
 func (s *Sink) Stats() Stats {
 	return Stats{Applied: s.stats.applied.Load(), AlreadyDone: s.stats.alreadyDone.Load(), Fenced: s.stats.fenced.Load(),
 		Failed: s.stats.failed.Load(), BatchErrors: s.stats.batchErrors.Load(), Commits: s.stats.commits.Load(),
-		Forgotten: s.stats.forgotten.Load()}
+		Forgotten: s.stats.forgotten.Load(), Conflicts: s.stats.conflicts.Load()}
 }
 
 // Handler returns a consumer.Handler that runs fn for each task in a
@@ -219,8 +222,22 @@ const (
 // returned), so that the others still commit. An error of the batch as a
 // whole (a lost connection) is every task's.
 func (s *Sink) run(batch []*request) {
+	conflicts := 0
 	for {
 		outs, errs, failedAt, err := s.try(batch)
+		if err == nil && failedAt >= 0 && conflict(errs[failedAt]) {
+			err, failedAt = errs[failedAt], -1 // the effect met the conflict: the batch's, not the task's
+		}
+		if err != nil && conflict(err) && conflicts < maxConflicts {
+			// Another transaction held rows this batch's effects wanted
+			// while wanting some of its own (two workers' batches updating
+			// the same accounts in other orders): PostgreSQL aborted one.
+			// Nothing of it committed: run it again, a little later.
+			conflicts++
+			s.stats.conflicts.Add(1)
+			time.Sleep(time.Duration(rand.Int64N(int64(conflictWait) << conflicts)))
+			continue
+		}
 		if err == nil && failedAt < 0 {
 			for i, r := range batch {
 				if r.skip {
@@ -255,6 +272,22 @@ func (s *Sink) run(batch []*request) {
 		}
 		return
 	}
+}
+
+// maxConflicts is how many times a batch aborted by a deadlock or a
+// serialization failure is run again before its tasks fail (and the
+// consumer retries them); conflictWait the first wait's bound, doubling.
+const (
+	maxConflicts = 5
+	conflictWait = 10 * time.Millisecond
+)
+
+// conflict reports whether err aborted the transaction for another's sake
+// (deadlock_detected, serialization_failure): running it again may
+// succeed.
+func conflict(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (pe.Code == "40P01" || pe.Code == "40001")
 }
 
 // try runs the batch once: per task, claim its key and record it, then
