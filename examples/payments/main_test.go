@@ -5,8 +5,8 @@ import (
 	"context"
 	"os"
 	"os/signal"
-	"syscall"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
