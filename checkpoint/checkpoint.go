@@ -67,7 +67,14 @@ type WriteRequest struct {
 	Epoch int64
 	Token int64
 	Index int
-	Marks map[int]Mark
+	// Replicas is the replicas of the lease the marks were made under
+	// (0: not checked, as before it was added). An epoch is known by its
+	// number and its mapping: a ledger lost and created again can reuse a
+	// number under other replicas, and a former holder's late write into
+	// it is refused as moved (ErrMoved) instead of being read as another
+	// index's progress.
+	Replicas int
+	Marks    map[int]Mark
 }
 
 // Mark is one index's progress in one shard: every task of the index below

@@ -140,8 +140,8 @@ func (l *Redis) Write(ctx context.Context, w WriteRequest) error {
 	if len(w.Marks) == 0 {
 		return nil
 	}
-	args := make([]any, 0, 3+4*len(w.Marks))
-	args = append(args, w.Epoch, w.Token, w.Index)
+	args := make([]any, 0, 4+4*len(w.Marks))
+	args = append(args, w.Epoch, w.Token, w.Index, max(w.Replicas, 0))
 	for s, m := range w.Marks {
 		high := m.High
 		if high.Less(m.Low) {
@@ -160,6 +160,9 @@ func (l *Redis) Write(ctx context.Context, w WriteRequest) error {
 	case "ok":
 		return nil
 	case "moved":
+		if len(res) > 2 && w.Replicas > 0 {
+			return fmt.Errorf("%w: epoch %d of %d replicas, the ledger's is now epoch %v of %v", ErrMoved, w.Epoch, w.Replicas, res[1], res[2])
+		}
 		return fmt.Errorf("%w: epoch %d, now %v", ErrMoved, w.Epoch, res[1])
 	default:
 		return fmt.Errorf("%w: index %d of epoch %d held by token %v, this is %d", ErrFenced, w.Index, w.Epoch, res[1], w.Token)

@@ -557,3 +557,45 @@ func TestMarkSize(t *testing.T) {
 		}
 	}
 }
+
+// Found by the ledger's model (checkpoint/model, BUG_ANYR): a ledger lost
+// and created again by a worker that had seen none of it starts again at
+// epoch 1, under another mapping. A former holder of epoch 1 of the old
+// mapping, paused past its lease, then writes late: the epoch's number
+// matches, no newer holder of its index has opened the new epoch yet, and
+// its mark, which says what index 1 of 2 did, would be read as what index
+// 1 of 3 did, skipping a task nobody did. The write names its replicas,
+// and an epoch of another mapping refuses it as moved.
+func TestLateWriteIntoAnEpochOfAnotherMappingIsMoved(t *testing.T) {
+	srv := redistest.Start(t)
+	c := srv.Client(func(*redis.Options) {})
+	l := NewRedis(c, "renumbered")
+	ctx := context.Background()
+	origin := []transport.Position{{}}
+	if _, err := l.Open(ctx, OpenRequest{Replicas: 2, Index: 1, Token: 10, Origin: origin}); err != nil {
+		t.Fatal(err)
+	}
+	c.Del(ctx, Key("renumbered")) // lost: evicted, flushed, a failover
+	st, err := l.Open(ctx, OpenRequest{Replicas: 3, Index: 0, Token: 20, Origin: origin})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Current.N != 1 || st.Current.R != 3 {
+		t.Fatalf("the ledger created again: epoch %d of %d replicas, want epoch 1 of 3", st.Current.N, st.Current.R)
+	}
+	// index 1 of 2 did ids 1 and 3, read to position 5
+	late := WriteRequest{Epoch: 1, Token: 10, Index: 1, Replicas: 2,
+		Marks: map[int]Mark{0: {Low: transport.Offset(5), High: transport.Offset(5)}}}
+	if err := l.Write(ctx, late); !errors.Is(err, ErrMoved) {
+		t.Fatalf("a late write of epoch 1 of 2 replicas into epoch 1 of 3: %v, want ErrMoved", err)
+	} else {
+		t.Log(err)
+	}
+	st, err = l.Read(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Done(0, transport.Offset(4), 4) {
+		t.Fatal("task 4 (index 1 of 3) is marked done, though nobody did it")
+	}
+}

@@ -196,7 +196,7 @@ func (tr *term) writeMarks() error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), tr.interval)
 	defer cancel()
-	w := checkpoint.WriteRequest{Epoch: tr.st.Current.N, Token: tr.a.Token, Index: tr.a.Index, Marks: marks}
+	w := checkpoint.WriteRequest{Epoch: tr.st.Current.N, Token: tr.a.Token, Index: tr.a.Index, Replicas: tr.a.Replicas, Marks: marks}
 	if err := tr.ledger.Write(ctx, w); err != nil {
 		tr.stats.checkpointFailures.Add(1)
 		if tr.writing.fail() {

@@ -5,7 +5,7 @@
  * the skip rule of checkpoint.State.Done and the consumer's marks
  * (consumer/marks.go, consumer/open.go: "go:"), quoting the line each
  * construct stands for. make model checks it, and each seeded bug below,
- * through partition/model/model_test.go.
+ * through checkpoint/model/model_test.go.
  *
  * One shard, a log of L tasks at positions 1..L; the task at p has id p,
  * so index k of r owns it when p % r == k. The lease is taken as the
@@ -34,7 +34,6 @@
  *  BUG_NOFENCE  the write script without its fence (otok, ptok)
  *  BUG_NOUNDONE marks without the Undone list (all between Low and High done)
  *  BUG_NOKEEP   a term's write drops what the index's earlier mark knew beyond it
- *  BUG_ORIGIN   a lost ledger recreated at the origin instead of the seen start
  *  BUG_ANYR     the write script as it was before this model: an epoch is
  *               known by its number only (the model's counterexample: a
  *               former holder's late write lands in an epoch lost and
@@ -110,9 +109,7 @@ inline open(w) {
 		/* lua: `if not cur then ... if seen > 0 then n, why = seen + 1, 'lost'` */
 		exists = true;
 		if
-#ifndef BUG_ORIGIN
 		:: seen[w] > 0 -> n = seen[w] + 1; s0 = seenStart[w]
-#endif
 		:: else -> n = 1; s0 = ORIGIN
 		fi;
 		assert(n < EP);
@@ -291,7 +288,7 @@ active proctype world() {
 	bool ok, needed, dn;
 	do
 	/* a term begins (go: the consumer opens the ledger at a new lease) */
-	:: terms < TERMS ->
+	:: terms < TERMS -> atomic {
 		select (w : 0 .. W - 1);
 		select (r : 1 .. RM);
 		select (k : 0 .. r - 1);
@@ -308,8 +305,10 @@ active proctype world() {
 			fi;
 			check(); w = 0; x = 0; k = 0; r = 0; ok = false; n = 0; s0 = 0; i = 0; h = 0; p = 0; needed = false; res = 0
 		}
-	/* a holder acts */
-	:: select (w : 0 .. W - 1);
+	}
+	/* a holder acts (one process: atomic only keeps spin from storing the
+	   states between a choice and its step) */
+	:: atomic { select (w : 0 .. W - 1);
 		if
 		:: st[w] == 1 && !moved[w] && next[w] <= L ->
 			/* it reads the next message: its own, unless the history has it done */
@@ -359,6 +358,7 @@ active proctype world() {
 			d_step { events++; dirty = true; st[w] = 2; w = 0 }
 		:: else -> w = 0
 		fi
+	}
 	/* the ledger is lost */
 	:: events < EVENTS && exists ->
 		d_step {
