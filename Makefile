@@ -8,7 +8,7 @@ PKGS      := ./...
 NOT_INTEGRATION = $(shell $(GO) list ./... | grep -v /integration)
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: test test-unit test-integration test-loaded chaos bench lint fuzz
+.PHONY: test test-unit test-integration test-loaded chaos model bench lint fuzz
 
 # The fault suite (integration/chaos) runs without -race here: its workers
 # are processes, which -race slows by 70%, and every line they run is
@@ -41,10 +41,19 @@ test-unit:
 test-integration:
 	$(GO) test -race -count=1 -p 1 -timeout 15m ./integration/...
 
-# The fault suite with 10 times the tasks of its make test version.
+# The fault suite with 10 times the tasks of its make test version, and
+# the protocol's models at their largest bounds (bitstate search).
 chaos:
 	NANDI_CHAOS_SCALE=10 $(GO) test -race -count=1 -timeout 60m -v ./integration/chaos/
 	cd sink/pgsink && NANDI_CHAOS_SCALE=10 $(GO) test -race -count=1 -timeout 60m -v -run '^TestSink' ./...
+	NANDI_MODEL=chaos $(GO) test -count=1 -p 1 -timeout 120m -v ./partition/model/ ./checkpoint/model/
+
+# The protocol's models (partition/model, checkpoint/model) at their
+# larger bounds, exhaustively (with hash compaction), and every seeded
+# bug; make test checks the small bounds, make chaos the largest, with
+# bitstate search. About 20 minutes, up to 12 GB of memory.
+model:
+	NANDI_MODEL=full $(GO) test -count=1 -p 1 -timeout 60m -v ./partition/model/ ./checkpoint/model/ | grep -E '^(=== RUN|---|ok|FAIL)|model_test'
 
 # Figures for the lease, the consumer and the transports on real servers,
 # and the lease's simulation at scale; prints tables.

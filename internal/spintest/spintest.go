@@ -23,6 +23,10 @@ type Run struct {
 	Pan []string
 	// MemoryMB caps the verifier's memory (-DMEMLIM); 0: 8000.
 	MemoryMB int
+	// Depth bounds the search (pan -m): with -DBFS, every execution of up
+	// to Depth steps is checked (bounded model checking); 0: 100000, which
+	// no model here reaches.
+	Depth int
 }
 
 // Result is what the verifier reported.
@@ -32,7 +36,8 @@ type Result struct {
 	Depth     int     // the depth reached
 	Violation string  // the first assertion violated, if any
 	At        int     // the depth it was violated at
-	Complete  bool    // the search was not cut short by memory or depth
+	Complete  bool    // the search was not cut short by memory
+	DepthCut  bool    // the search reached its depth bound (Run.Depth)
 	MemoryMB  float64
 	Elapsed   time.Duration
 	Output    string
@@ -46,7 +51,10 @@ func (r Result) String() string {
 		s += fmt.Sprintf("; violated at depth %d: %s", r.At, r.Violation)
 	}
 	if !r.Complete {
-		s += "; search incomplete"
+		s += "; out of memory: search incomplete"
+	}
+	if r.DepthCut {
+		s += "; cut at the depth bound"
 	}
 	return s
 }
@@ -110,7 +118,11 @@ func Check(t testing.TB, path string, run Run) Result {
 		run.Compile...)...)
 
 	start := time.Now()
-	cmd := exec.Command("./pan", append([]string{"-m100000"}, run.Pan...)...)
+	depth := run.Depth
+	if depth == 0 {
+		depth = 100000
+	}
+	cmd := exec.Command("./pan", append([]string{fmt.Sprintf("-m%d", depth)}, run.Pan...)...)
 	cmd.Dir = dir
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
@@ -135,8 +147,8 @@ func Check(t testing.TB, path string, run Run) Result {
 		res.Violation = m[1]
 		res.At, _ = strconv.Atoi(m[2])
 	}
-	res.Complete = !strings.Contains(text, "reached -DMEMLIM bound") &&
-		!strings.Contains(text, "max search depth too small")
+	res.Complete = !strings.Contains(text, "reached -DMEMLIM bound")
+	res.DepthCut = strings.Contains(text, "max search depth too small")
 	if res.Errors > 0 {
 		if _, err := os.Stat(filepath.Join(dir, "model.pml.trail")); err == nil {
 			cmd := exec.Command(spin, append(append([]string{}, defines...), "-t", "-p", "-g", "model.pml")...)
@@ -155,4 +167,17 @@ func Tail(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// Mode is how hard the models are checked, from NANDI_MODEL: "" for make
+// test (the exhaustive small bounds, a minute or so), "full" for make
+// model (larger exhaustive bounds, with hash compaction), "chaos" for
+// make chaos (the largest, with bitstate search).
+func Mode() string { return os.Getenv("NANDI_MODEL") }
+
+// Violates reports whether r's violation is of the assertion want (spaces
+// and parentheses aside: spin prints an assertion without them).
+func (r Result) Violates(want string) bool {
+	norm := strings.NewReplacer(" ", "", "(", "", ")", "", "\t", "").Replace
+	return r.Errors > 0 && strings.Contains(norm(r.Violation), norm(want))
 }
