@@ -101,3 +101,17 @@ func TestLeaseGuardsBeyondTheBounds(t *testing.T) {
 		})
 	}
 }
+
+// The complete bound is tight: 4 intervals after the last fault are not
+// always enough (the model's counterexample: a worker joins and at once
+// restarts; its new process is placed beside the index its old one still
+// holds in that interval's count, moves down an interval later, then needs
+// two agreeing intervals, its slot late in the window).
+func TestLeaseCompleteBoundIsTight(t *testing.T) {
+	res := spintest.Check(t, "lease.pml", spintest.Run{
+		Defines: []string{"EVENTS=2", "NINT=9", "Q=4"}, Compile: []string{"-DCOLLAPSE"}})
+	t.Logf("Q=4: %s", res)
+	if !res.Violates(complete) {
+		t.Fatalf("complete holds at 4 intervals: lower the bound in lease.pml, model_test.go and docs/PROTOCOL.md: %s", res)
+	}
+}
