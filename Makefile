@@ -51,7 +51,7 @@ chaos:
 # The protocol's models (partition/model, checkpoint/model) at their
 # larger bounds, exhaustively (with hash compaction), and every seeded
 # bug; make test checks the small bounds, make chaos the largest, with
-# bitstate search. About 20 minutes, up to 12 GB of memory.
+# bitstate search. About 17 minutes here, up to 10 GB of memory.
 model:
 	NANDI_MODEL=full $(GO) test -count=1 -p 1 -timeout 60m -v ./partition/model/ ./checkpoint/model/ | grep -E '^(=== RUN|---|ok|FAIL)|model_test'
 

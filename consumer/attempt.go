@@ -26,6 +26,9 @@ func (tr *term) execute(w *worker, t *task) (verdict, time.Time) {
 			return v, at
 		}
 	}
+	if t.err == nil && (t.f == nil || !t.f.dead) && !tr.admit() { // the group's rate
+		return leave, time.Time{}
+	}
 	out, attached := tr.attempt(w, t)
 	if !attached {
 		return detached, time.Time{}

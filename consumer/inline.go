@@ -51,6 +51,12 @@ func (s *sched) runInline(ms []*transport.Message, offers []offer) bool {
 		}
 		var handlerErr error
 		if o.err == nil && !s.blocked(o.id) {
+			if tr.limiter != nil { // the group's rate
+				if !tr.admit() {
+					return s.closeBatch(ms, o.i, true, false)
+				}
+				started = time.Since(tr.base)
+			}
 			handlerErr = tr.callHandler(tr.ctx, o.m)
 			tr.handling.Observe(time.Since(tr.base) - started)
 			if w.detached() {

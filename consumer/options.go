@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math"
 	"time"
 
 	"github.com/nandi-go/nandi/checkpoint"
@@ -121,6 +122,27 @@ type Options struct {
 	// the last write; nothing in the lease or the consumer reads it.
 	NoPresence bool
 
+	// GroupRate limits the handler calls the whole group starts per
+	// second, with no coordinator (0: no limit): each worker enforces its
+	// share, GroupRate/Replicas, while it holds a lease, split again at
+	// every change of mapping (a token bucket, golang.org/x/time/rate).
+	// Since no two leases of different replicas overlap in time, the
+	// group never starts more than GroupRate a second plus the bursts:
+	// over any window of w seconds, at most GroupRate*w + GroupBurst
+	// starts, and one worker's burst more for each lease taken within the
+	// window (a worker's bucket starts full at each term). Every attempt
+	// counts, retries too (an SMTP provider counts each send); dead
+	// letters and permanent failures do not. A task waiting for its turn
+	// holds its place: intake reads on only as far as MaxPending allows,
+	// and a drain does not wait for the bucket (the task is left to the
+	// next holder, not done). Stats.RateWaits counts the starts that
+	// waited.
+	GroupRate float64
+	// GroupBurst is the group's burst: each worker's bucket holds
+	// GroupBurst/Replicas starts, at least 1 (0: 1 per worker, starts
+	// evenly spaced).
+	GroupBurst int
+
 	// Logger receives state changes at Info and trouble at Warn; nil is
 	// silent.
 	Logger *slog.Logger
@@ -196,6 +218,10 @@ func (o Options) validate(gapTime, interval time.Duration) error {
 		return bad("MaxPending is %d; it must be at least 1", o.MaxPending)
 	case o.MaxWaiting < 0:
 		return bad("MaxWaiting is %d; it must not be negative (0: %d)", o.MaxWaiting, DefaultMaxWaiting)
+	case o.GroupRate < 0 || math.IsNaN(o.GroupRate) || math.IsInf(o.GroupRate, 0):
+		return bad("GroupRate is %v; it must be a number of starts a second, 0 for no limit", o.GroupRate)
+	case o.GroupBurst < 0:
+		return bad("GroupBurst is %d; it must not be negative (0: 1 per worker)", o.GroupBurst)
 	case o.ShutdownTimeout < 0:
 		return bad("ShutdownTimeout is %v; it must not be negative", o.ShutdownTimeout)
 	}

@@ -15,6 +15,9 @@ type Stats struct {
 	// 1 when an aligned log's shard count is a multiple of the group's
 	// size, Replicas on a log that is not aligned.
 	Read, Owned int64
+	// RateWaits counts the handler calls that waited for the group's rate
+	// (Options.GroupRate).
+	RateWaits   int64
 	Handled     int64 // tasks whose handler succeeded
 	NotOwned    int64 // messages skipped as another index's
 	DoneBefore  int64 // messages skipped as finished by an earlier epoch
@@ -76,7 +79,7 @@ type Stats struct {
 type stats struct {
 	handled, notOwned, doneBefore, failed, deadLetters, skipped, abandoned, unheld, checkpoints, terms     atomic.Int64
 	panics, fetchFailures, openFailures, checkpointFailures, badShard, overdueTotal, ledgerLosses, rewinds atomic.Int64
-	corruptLedger, reread, read, owned                                                                     atomic.Int64
+	corruptLedger, reread, read, owned, rateWaits                                                          atomic.Int64
 }
 
 // Stats returns the counts so far.
@@ -88,7 +91,7 @@ func (c *Consumer) Stats() Stats {
 		Abandoned: s.abandoned.Load(), Unheld: s.unheld.Load(), Unowned: s.unheld.Load(), Checkpoints: s.checkpoints.Load(), Terms: s.terms.Load(),
 		Panics: s.panics.Load(), FetchFailures: s.fetchFailures.Load(), OpenFailures: s.openFailures.Load(),
 		CheckpointFailures: s.checkpointFailures.Load(), BadShard: s.badShard.Load(), OverdueTotal: s.overdueTotal.Load(),
-		LedgerLosses: s.ledgerLosses.Load(), Rewinds: s.rewinds.Load(), CorruptLedger: s.corruptLedger.Load(), Reread: s.reread.Load(), Read: s.read.Load(), Owned: s.owned.Load(),
+		LedgerLosses: s.ledgerLosses.Load(), Rewinds: s.rewinds.Load(), CorruptLedger: s.corruptLedger.Load(), Reread: s.reread.Load(), Read: s.read.Load(), Owned: s.owned.Load(), RateWaits: s.rateWaits.Load(),
 		InFlight: c.running.Load(), Overdue: c.overdue.Load(),
 		Drains: c.drains.Snapshot(), Handling: c.handling.Snapshot(),
 	}

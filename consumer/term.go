@@ -11,6 +11,7 @@ import (
 	"github.com/nandi-go/nandi/drain"
 	"github.com/nandi-go/nandi/partition"
 	"github.com/nandi-go/nandi/transport"
+	"golang.org/x/time/rate"
 )
 
 // term is the engine of one term of the lease: from the moment the lease
@@ -44,6 +45,9 @@ type term struct {
 
 	gate drain.Gate // the attempts running: the drain waits for them
 	s    *sched
+	// limiter is this worker's share of Options.GroupRate under this
+	// term's mapping (nil: no limit).
+	limiter *rate.Limiter
 
 	// intakeDone is closed when intake returns. Intake runs on its own
 	// goroutine (with Concurrency 1 it runs tasks too; see inline.go).
@@ -86,6 +90,7 @@ func newTerm(sh *shared, runCtx, loop context.Context, t *partition.Term, info t
 	tr.taking, tr.stopTaking = context.WithCancel(loop)
 	_, reread := sh.src.(transport.Rereader)
 	tr.s = newSched(tr, sh.opts.Concurrency, sh.opts.MaxPending, reread && info.Log, sh.opts.MaxWaiting)
+	tr.limiter = groupShare(sh.opts.GroupRate, sh.opts.GroupBurst, a.Replicas)
 	tr.base = time.Now()
 	tr.setPause()
 	tr.wg.Go(func() { tr.watch(loop) })

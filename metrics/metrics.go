@@ -159,7 +159,7 @@ type consumerCollector struct {
 	fetchFailures, writeFailures, ledgerLosses   *prometheus.Desc
 	rewinds, handling, groupLagMessages          *prometheus.Desc
 	groupLagSeconds, corruptLedger, waiting      *prometheus.Desc
-	reread, read, owned                          *prometheus.Desc
+	reread, read, owned, rateWaits               *prometheus.Desc
 }
 
 func newConsumerCollector(c *consumer.Consumer, o Options) *consumerCollector {
@@ -199,6 +199,7 @@ func consumerCollectorOf(group string, stats func() consumer.Stats, lag func(con
 		reread:           d("reread_total", "Messages read again from the log: tasks that had waited behind a failing id."),
 		read:             d("read_total", "Messages read from the source (over a group, read_total / owned_total is its read amplification)."),
 		owned:            d("owned_total", "Messages read that the lease owned."),
+		rateWaits:        d("rate_waits_total", "Handler calls that waited for the group's rate limit (consumer.Options.GroupRate)."),
 		handling:         d("handler_duration_seconds", "Every handler call."),
 		groupLagMessages: prometheus.NewDesc(prometheus.BuildFQName(o.Namespace, "group", "lag_messages"), "Offsets between the group's lowest checkpoint and the log's end.", []string{"shard"}, cl),
 		groupLagSeconds:  prometheus.NewDesc(prometheus.BuildFQName(o.Namespace, "group", "lag_seconds"), "Entry time between the group's lowest checkpoint and the stream's end (Redis Streams).", []string{"shard"}, cl),
@@ -213,7 +214,7 @@ func consumerCollectorOf(group string, stats func() consumer.Stats, lag func(con
 
 func (c *consumerCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.messages, c.failures, c.inFlight, c.drains, c.writes, c.terms, c.lagMessages, c.lagSeconds, c.droppedDesc,
-		c.panics, c.overdue, c.overdueTotal, c.pending, c.oldest, c.unserved, c.openFailures, c.fetchFailures, c.writeFailures, c.ledgerLosses, c.rewinds, c.handling, c.groupLagMessages, c.groupLagSeconds, c.corruptLedger, c.waiting, c.reread, c.read, c.owned} {
+		c.panics, c.overdue, c.overdueTotal, c.pending, c.oldest, c.unserved, c.openFailures, c.fetchFailures, c.writeFailures, c.ledgerLosses, c.rewinds, c.handling, c.groupLagMessages, c.groupLagSeconds, c.corruptLedger, c.waiting, c.reread, c.read, c.owned, c.rateWaits} {
 		ch <- d
 	}
 }
@@ -242,6 +243,7 @@ func (c *consumerCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.reread, s.Reread)
 	counter(c.read, s.Read)
 	counter(c.owned, s.Owned)
+	counter(c.rateWaits, s.RateWaits)
 	counter(c.rewinds, s.Rewinds)
 	gauge := func(d *prometheus.Desc, v float64, lv ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, lv...)
