@@ -50,10 +50,11 @@ chaos:
 
 # The protocol's models (partition/model, checkpoint/model) at their
 # larger bounds, exhaustively (with hash compaction), and every seeded
-# bug; make test checks the small bounds, make chaos the largest, with
-# bitstate search. About 17 minutes here, up to 10 GB of memory.
+# bug; make test checks the small bounds, make chaos adds the lease at the
+# default gap, by bitstate search. About 17 minutes here, up to 10 GB of
+# memory.
 model:
-	NANDI_MODEL=full $(GO) test -count=1 -p 1 -timeout 60m -v ./partition/model/ ./checkpoint/model/ | grep -E '^(=== RUN|---|ok|FAIL)|model_test'
+	NANDI_MODEL=full $(GO) test -count=1 -p 1 -timeout 60m -v ./partition/model/ ./checkpoint/model/
 
 # Figures for the lease, the consumer and the transports on real servers,
 # and the lease's simulation at scale; prints tables.

@@ -7,7 +7,6 @@
 // be refused with a counterexample.
 //
 // make test checks the small bounds exhaustively; make model the larger
-// ones, with hash compaction; make chaos the largest, with bitstate
-// search. docs/PROTOCOL.md says what the model checks and what it does
-// not.
+// ones, with hash compaction (make chaos runs these too).
+// docs/PROTOCOL.md says what the model checks and what it does not.
 package model

@@ -29,7 +29,8 @@ func bounds() map[string]spintest.Run {
 	}
 	switch spintest.Mode() {
 	case "full", "chaos":
-		// 3 terms, exhaustive: about 142 million states, 6 minutes, 7.5 GB
+		// 3 terms, exhaustive (hash compaction: a state may be missed with
+		// a tiny probability): about 142 million states, 6 minutes, 7.5 GB
 		runs["terms=3"] = spintest.Run{Defines: []string{"L=3", "RM=2", "TERMS=3", "EVENTS=2"},
 			Compile: []string{"-DHC4"}, Pan: []string{"-w28"}, MemoryMB: 12000}
 		// every execution of up to 60 steps: about 56 million states, 3 minutes
@@ -37,12 +38,9 @@ func bounds() map[string]spintest.Run {
 		runs["replicas=3/depth=60"] = spintest.Run{Defines: []string{"L=4", "RM=3", "TERMS=3", "EVENTS=2"},
 			Compile: []string{"-DBFS", "-DCOLLAPSE"}, Depth: 60, MemoryMB: 14000}
 	}
-	if spintest.Mode() == "chaos" {
-		// 4 terms, 3 faults, by bitstate search (a state may be missed; none
-		// is reported wrongly)
-		runs["terms=4/bitstate"] = spintest.Run{Defines: []string{"L=4", "RM=3", "TERMS=4", "EVENTS=3"},
-			Compile: []string{"-DBITSTATE"}, Pan: []string{"-w33"}}
-	}
+	// make chaos runs the ledger at these bounds too: a bitstate search of
+	// 3 replicas and 3 terms (L=3 RM=3 TERMS=3) did not finish in 20
+	// minutes here.
 	return runs
 }
 
