@@ -6,6 +6,6 @@
 //
 // make test checks the small bounds exhaustively; make model the larger
 // ones and the scenario of a join, a leave, a restart and a store loss;
-// make chaos adds the default gap, with bitstate search. docs/PROTOCOL.md says
-// what the model checks and what it does not.
+// make chaos adds the default gap, with bitstate search.
+// docs/PROTOCOL.md says what the model checks and what it does not.
 package model
