@@ -13,7 +13,9 @@
 // NewSharded reads n streams, for example outbox:{0} .. outbox:{15}
 // (Names), hash-tagged so that a Redis Cluster spreads them over its
 // masters. A producer keeps each key's entries in one stream, and so in
-// order, by writing a key to StreamFor(key). On a single server one XREAD
+// order, by writing a key to StreamFor(key); Source.Producer returns a
+// transport.Publisher that does so, with the Source's key and payload
+// fields, pipelining a batch (PublishBatch). On a single server one XREAD
 // reads every stream (and blocks when they are all empty); on a
 // *redis.ClusterClient, one XREAD per stream, pipelined, so one round trip
 // per node; when every stream is empty it polls, backing off to Block.

@@ -62,3 +62,30 @@ func Example() {
 	// mail 2 to customer 42
 	// stopped: <nil>
 }
+
+// A producer writes each task where the group's workers read it: over 12
+// aligned streams, task 42 goes to the stream of shard 42 % 12.
+func ExampleSource_Producer() {
+	mr := miniredis.NewMiniRedis()
+	if err := mr.Start(); err != nil {
+		panic(err)
+	}
+	defer mr.Close()
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	defer rdb.Close()
+	ctx := context.Background()
+
+	src, err := redisstream.NewSharded(rdb, redisstream.Names("outbox", 12), redisstream.Options{})
+	if err != nil {
+		panic(err)
+	}
+	p, err := src.Producer(redisstream.ProducerOptions{})
+	if err != nil {
+		panic(err)
+	}
+	if err := p.Publish(ctx, "42", []byte("mail to customer 42"), map[string]string{"tenant": "acme"}); err != nil {
+		panic(err)
+	}
+	fmt.Println(src.StreamFor("42"), rdb.XLen(ctx, src.StreamFor("42")).Val())
+	// Output: outbox:{6} 1
+}

@@ -1,0 +1,107 @@
+package redisstream
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/nandi-go/nandi/transport"
+	"github.com/redis/go-redis/v9"
+)
+
+// Record is one task to publish: its key (the task id's source, as the
+// consumer reads it), its payload and its headers (other fields of the
+// entry).
+type Record struct {
+	Key     string
+	Payload []byte
+	Headers map[string]string
+}
+
+// Producer writes tasks where the Source it was made from reads them: each
+// key to the stream of its shard (StreamFor: aligned by task id, or
+// LegacyShard with Options.Unaligned), in the Source's key and payload
+// fields, every header a field of its own.
+type Producer struct {
+	src    *Source
+	inject func(ctx context.Context, headers map[string]string)
+}
+
+// ProducerOptions configure a Producer. The zero value is usable.
+type ProducerOptions struct {
+	// Inject, if set, writes the context's trace context into each
+	// task's headers before it is published (for OpenTelemetry:
+	// func(ctx context.Context, h map[string]string) { tracing.Inject(ctx, h, tracing.Options{}) }),
+	// so the consumer's span is a child of the producer's.
+	Inject func(ctx context.Context, headers map[string]string)
+}
+
+// Producer returns a producer for s's streams. It refuses a Source with a
+// custom Options.Key: the producer cannot know which field that reads.
+func (s *Source) Producer(opts ProducerOptions) (*Producer, error) {
+	if s.opts.Key != nil {
+		return nil, transport.Invalid("redisstream: the Source reads task ids with a custom Options.Key; write its entries yourself, with the field that Key reads")
+	}
+	return &Producer{src: s, inject: opts.Inject}, nil
+}
+
+var _ transport.Publisher = (*Producer)(nil)
+
+// Publish writes one task (XADD to its key's stream).
+func (p *Producer) Publish(ctx context.Context, key string, payload []byte, headers map[string]string) error {
+	_, err := p.PublishBatch(ctx, []Record{{Key: key, Payload: payload, Headers: headers}})
+	return err
+}
+
+// PublishBatch writes tasks in one pipelined round trip (per node, on a
+// cluster), in order: tasks of one key land in one stream in the order
+// given, and returns their positions. It checks every task before it
+// writes any; on an error from Redis, the positions of the tasks written
+// are returned with it (zero for the others).
+func (p *Producer) PublishBatch(ctx context.Context, rs []Record) ([]transport.Position, error) {
+	o := p.src.opts
+	args := make([]*redis.XAddArgs, len(rs))
+	for i, r := range rs {
+		if r.Key == "" {
+			return nil, transport.InvalidTask("redisstream: task %d has an empty key: every task needs the key its id comes from", i)
+		}
+		h := r.Headers
+		if p.inject != nil {
+			h = make(map[string]string, len(r.Headers)+2)
+			for k, v := range r.Headers {
+				h[k] = v
+			}
+			p.inject(ctx, h)
+		}
+		values := make([]any, 0, 4+2*len(h))
+		values = append(values, o.KeyField, r.Key, o.PayloadField, r.Payload)
+		for k, v := range h {
+			if k == o.KeyField || k == o.PayloadField {
+				return nil, transport.InvalidTask("redisstream: task %d has a header %q, the field of its key or payload", i, k)
+			}
+			values = append(values, k, v)
+		}
+		args[i] = &redis.XAddArgs{Stream: p.src.StreamFor(r.Key), Values: values}
+	}
+	cmds := make([]*redis.StringCmd, len(args))
+	_, err := p.src.c.Pipelined(ctx, func(pipe redis.Pipeliner) error {
+		for i, a := range args {
+			cmds[i] = pipe.XAdd(ctx, a)
+		}
+		return nil
+	})
+	out := make([]transport.Position, len(rs))
+	for i, c := range cmds {
+		if c.Err() != nil {
+			return out, fmt.Errorf("redisstream: publish task %d (key %q) to %s: %w", i, rs[i].Key, args[i].Stream, c.Err())
+		}
+		pos, perr := parseID(c.Val())
+		if perr != nil {
+			return out, fmt.Errorf("redisstream: publish task %d: %w", i, perr)
+		}
+		out[i] = pos
+	}
+	if err != nil {
+		return out, fmt.Errorf("redisstream: publish: %w", err)
+	}
+	return out, nil
+}
