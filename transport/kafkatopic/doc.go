@@ -31,4 +31,13 @@
 // the topic are read from their start within that time. (A
 // kafka.Transport of your own answers metadata from its cache, up to its
 // MetadataTTL of 6s, which adds to that.)
+//
+// # Writing tasks
+//
+// NewProducer wraps a kafka-go Writer as a transport.Publisher: a Writer
+// with no Balancer gets Balancer (partition TaskID(key) % partitions, for
+// a Source with Options.Aligned), one whose balancer ignores the key
+// (kafka-go's default, round robin, or least-bytes: a key's tasks would
+// land in several partitions, out of order) is refused, and a task with
+// no key is refused before anything is written.
 package kafkatopic

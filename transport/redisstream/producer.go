@@ -8,15 +8,6 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Record is one task to publish: its key (the task id's source, as the
-// consumer reads it), its payload and its headers (other fields of the
-// entry).
-type Record struct {
-	Key     string
-	Payload []byte
-	Headers map[string]string
-}
-
 // Producer writes tasks where the Source it was made from reads them: each
 // key to the stream of its shard (StreamFor: aligned by task id, or
 // LegacyShard with Options.Unaligned), in the Source's key and payload
@@ -48,7 +39,7 @@ var _ transport.Publisher = (*Producer)(nil)
 
 // Publish writes one task (XADD to its key's stream).
 func (p *Producer) Publish(ctx context.Context, key string, payload []byte, headers map[string]string) error {
-	_, err := p.PublishBatch(ctx, []Record{{Key: key, Payload: payload, Headers: headers}})
+	_, err := p.PublishBatch(ctx, []transport.Message{{Key: key, Payload: payload, Headers: headers}})
 	return err
 }
 
@@ -56,8 +47,9 @@ func (p *Producer) Publish(ctx context.Context, key string, payload []byte, head
 // cluster), in order: tasks of one key land in one stream in the order
 // given, and returns their positions. It checks every task before it
 // writes any; on an error from Redis, the positions of the tasks written
-// are returned with it (zero for the others).
-func (p *Producer) PublishBatch(ctx context.Context, rs []Record) ([]transport.Position, error) {
+// are returned with it (zero for the others). Each task is given as a
+// transport.Message's Key, Payload and Headers.
+func (p *Producer) PublishBatch(ctx context.Context, rs []transport.Message) ([]transport.Position, error) {
 	o := p.src.opts
 	args := make([]*redis.XAddArgs, len(rs))
 	for i, r := range rs {

@@ -59,13 +59,13 @@ func TestProducerWritesWhereTheSourceReads(t *testing.T) {
 			}
 			const keys, each = 50, 4
 			for seq := range each {
-				var batch []redisstream.Record
+				var batch []transport.Message
 				for k := range keys {
 					key := "user-" + strconv.Itoa(k)
 					if k%2 == 0 {
 						key = strconv.Itoa(k) // decimal keys are their own task id
 					}
-					batch = append(batch, redisstream.Record{Key: key, Payload: []byte(key + "/" + strconv.Itoa(seq)), Headers: map[string]string{"tenant": "t" + strconv.Itoa(k)}})
+					batch = append(batch, transport.Message{Key: key, Payload: []byte(key + "/" + strconv.Itoa(seq)), Headers: map[string]string{"tenant": "t" + strconv.Itoa(k)}})
 				}
 				if seq == 0 { // one at a time too
 					for _, r := range batch {
@@ -122,7 +122,7 @@ func TestProducerRefusesWhatTheConsumerWouldNotRead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, batch := range [][]redisstream.Record{
+	for _, batch := range [][]transport.Message{
 		{{Key: "a"}, {Key: ""}},
 		{{Key: "a"}, {Key: "b", Headers: map[string]string{"id": "c"}}},
 		{{Key: "a"}, {Key: "b", Headers: map[string]string{"payload": "c"}}},
