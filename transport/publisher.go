@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 )
 
 // Publisher writes tasks where a group's source reads them: each key to
@@ -24,4 +26,38 @@ var ErrInvalidTask = errors.New("transport: invalid task")
 // InvalidTask returns an error wrapping ErrInvalidTask.
 func InvalidTask(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidTask}, args...)...)
+}
+
+// Inject is the hook a Publisher calls to write the context's trace
+// context into a task's headers (tracing.Inject fits it).
+type Inject func(ctx context.Context, headers map[string]string)
+
+// TaskHeaders returns the headers to publish task i with: a copy of
+// headers, plus the key under keyHeader when the transport carries the
+// key in a header (keyHeader "" otherwise), plus what inject adds (nil:
+// nothing). It refuses an empty key, and a header named keyHeader
+// (reserved) or named in reserved (fields the source reads as something
+// else), with ErrInvalidTask. It returns headers itself when there is
+// nothing to add.
+func TaskHeaders(ctx context.Context, i int, key, keyHeader string, headers map[string]string, inject Inject, reserved ...string) (map[string]string, error) {
+	if key == "" {
+		return nil, InvalidTask("task %d has an empty key: every task needs the key its id comes from", i)
+	}
+	for k := range headers {
+		if k == keyHeader || slices.Contains(reserved, k) {
+			return nil, InvalidTask("task %d has a header %q, which the source reads as its key or payload", i, k)
+		}
+	}
+	if keyHeader == "" && inject == nil {
+		return headers, nil
+	}
+	h := make(map[string]string, len(headers)+3)
+	maps.Copy(h, headers)
+	if inject != nil {
+		inject(ctx, h)
+	}
+	if keyHeader != "" {
+		h[keyHeader] = key
+	}
+	return h, nil
 }

@@ -14,7 +14,7 @@ import (
 // for a Source with Options.Aligned), with its headers.
 type Producer struct {
 	w      *kafka.Writer
-	inject func(ctx context.Context, headers map[string]string)
+	inject transport.Inject
 }
 
 // ProducerOptions configure a Producer. The zero value is usable.
@@ -22,7 +22,7 @@ type ProducerOptions struct {
 	// Inject, if set, writes the context's trace context into each
 	// message's headers (for OpenTelemetry:
 	// func(ctx context.Context, h map[string]string) { tracing.Inject(ctx, h, tracing.Options{}) }).
-	Inject func(ctx context.Context, headers map[string]string)
+	Inject transport.Inject
 }
 
 var _ transport.Publisher = (*Producer)(nil)
@@ -82,16 +82,9 @@ func (p *Producer) PublishBatch(ctx context.Context, ms []transport.Message) err
 }
 
 func (p *Producer) message(ctx context.Context, i int, key string, payload []byte, headers map[string]string) (kafka.Message, error) {
-	if key == "" {
-		return kafka.Message{}, transport.InvalidTask("kafkatopic: task %d has an empty key: every task needs the key its id comes from", i)
-	}
-	h := headers
-	if p.inject != nil {
-		h = make(map[string]string, len(headers)+2)
-		for k, v := range headers {
-			h[k] = v
-		}
-		p.inject(ctx, h)
+	h, err := transport.TaskHeaders(ctx, i, key, "", headers, p.inject)
+	if err != nil {
+		return kafka.Message{}, fmt.Errorf("kafkatopic: %w", err)
 	}
 	m := kafka.Message{Key: []byte(key), Value: payload}
 	if len(h) > 0 {

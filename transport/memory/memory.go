@@ -198,3 +198,16 @@ func (r *reader) Fetch(ctx context.Context) ([]*transport.Message, error) {
 		}
 	}
 }
+
+var _ transport.Publisher = (*Log)(nil)
+
+// Publish appends a task (AppendWithHeaders): the Log as a
+// transport.Publisher, for tests of producers. It refuses an empty key
+// with transport.ErrInvalidTask, as every Publisher does.
+func (l *Log) Publish(_ context.Context, key string, payload []byte, headers map[string]string) error {
+	if key == "" {
+		return transport.InvalidTask("memory: an empty key: every task needs the key its id comes from")
+	}
+	l.AppendWithHeaders(key, payload, headers)
+	return nil
+}

@@ -12,4 +12,8 @@
 // The task id is the message header Options.KeyHeader (default "id"), or
 // Options.Key. A message without it carries an error naming its subject
 // and goes to the consumer's failure policy.
+//
+// Source.Producer publishes tasks where the source reads them: each key
+// to its shard's subject (with Options.Shards), the key in KeyHeader;
+// PublishBatch flushes, so the server has them when it returns.
 package natscore

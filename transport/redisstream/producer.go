@@ -14,7 +14,7 @@ import (
 // fields, every header a field of its own.
 type Producer struct {
 	src    *Source
-	inject func(ctx context.Context, headers map[string]string)
+	inject transport.Inject
 }
 
 // ProducerOptions configure a Producer. The zero value is usable.
@@ -23,7 +23,7 @@ type ProducerOptions struct {
 	// task's headers before it is published (for OpenTelemetry:
 	// func(ctx context.Context, h map[string]string) { tracing.Inject(ctx, h, tracing.Options{}) }),
 	// so the consumer's span is a child of the producer's.
-	Inject func(ctx context.Context, headers map[string]string)
+	Inject transport.Inject
 }
 
 // Producer returns a producer for s's streams. It refuses a Source with a
@@ -53,23 +53,13 @@ func (p *Producer) PublishBatch(ctx context.Context, rs []transport.Message) ([]
 	o := p.src.opts
 	args := make([]*redis.XAddArgs, len(rs))
 	for i, r := range rs {
-		if r.Key == "" {
-			return nil, transport.InvalidTask("redisstream: task %d has an empty key: every task needs the key its id comes from", i)
-		}
-		h := r.Headers
-		if p.inject != nil {
-			h = make(map[string]string, len(r.Headers)+2)
-			for k, v := range r.Headers {
-				h[k] = v
-			}
-			p.inject(ctx, h)
+		h, err := transport.TaskHeaders(ctx, i, r.Key, "", r.Headers, p.inject, o.KeyField, o.PayloadField)
+		if err != nil {
+			return nil, fmt.Errorf("redisstream: %w", err)
 		}
 		values := make([]any, 0, 4+2*len(h))
 		values = append(values, o.KeyField, r.Key, o.PayloadField, r.Payload)
 		for k, v := range h {
-			if k == o.KeyField || k == o.PayloadField {
-				return nil, transport.InvalidTask("redisstream: task %d has a header %q, the field of its key or payload", i, k)
-			}
 			values = append(values, k, v)
 		}
 		args[i] = &redis.XAddArgs{Stream: p.src.StreamFor(r.Key), Values: values}
