@@ -65,6 +65,8 @@ type shared struct {
 	lastErr atomic.Pointer[lastError]  // the last failed attempt, for presence
 	firsts  atomic.Pointer[firstTaken] // when the last term's unfinished tasks were first taken
 
+	pause pauser // the group's pause, as this worker last read it
+
 	seenMu    sync.Mutex
 	seen      int64                // the newest checkpoint epoch seen
 	seenStart []transport.Position // its start

@@ -2,10 +2,12 @@ package consumer
 
 import (
 	"context"
+	"errors"
 	"os"
 	"time"
 
 	"github.com/nandi-go/nandi/presence"
+	"github.com/redis/go-redis/v9"
 )
 
 var pid = os.Getpid()
@@ -20,9 +22,13 @@ type lastError struct {
 // until ctx ends, then removes it. Nothing reads it but people: a write
 // that fails is left to the next one, silently (the lease reports the
 // store's trouble).
+//
+// In the same round trip it reads the group's pause (PauseKey), also with
+// NoPresence: a pause takes effect within an interval, and a read that
+// fails leaves the pause as it was.
 func (c *Consumer) presence(ctx context.Context) {
 	client := c.lease.Client()
-	if client == nil || c.opts.NoPresence {
+	if client == nil {
 		return
 	}
 	iv, name := c.interval, c.lease.Name()
@@ -31,15 +37,44 @@ func (c *Consumer) presence(ctx context.Context) {
 	defer tick.Stop()
 	for {
 		wctx, cancel := context.WithTimeout(ctx, iv)
-		_ = presence.Write(wctx, client, name, c.record(wctx), ttl)
+		var paused *redis.StringCmd
+		_, _ = client.Pipelined(wctx, func(p redis.Pipeliner) error {
+			if !c.opts.NoPresence {
+				_ = presence.WriteIn(wctx, p, name, c.record(wctx), ttl)
+			}
+			paused = p.Get(wctx, PauseKey(name))
+			return nil
+		})
 		cancel()
+		c.notePause(paused)
 		select {
 		case <-tick.C:
 		case <-ctx.Done():
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), iv)
-			_ = presence.Remove(rctx, client, name, c.worker)
-			cancel()
+			if !c.opts.NoPresence {
+				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), iv)
+				_ = presence.Remove(rctx, client, name, c.worker)
+				cancel()
+			}
 			return
+		}
+	}
+}
+
+// notePause applies the pause key as read (a failed read changes nothing).
+func (c *Consumer) notePause(cmd *redis.StringCmd) {
+	if cmd == nil {
+		return
+	}
+	b, err := cmd.Bytes()
+	switch {
+	case errors.Is(err, redis.Nil):
+		if c.pause.set(false, time.Time{}) {
+			c.log.Info("group resumed: starting tasks again")
+		}
+	case err == nil:
+		st := parsePause(b)
+		if c.pause.set(true, st.Since) {
+			c.log.Info("group paused: running tasks finish, none starts; the lease is kept", "since", st.Since, "reason", st.Reason)
 		}
 	}
 }
@@ -49,7 +84,7 @@ func (c *Consumer) record(ctx context.Context) *presence.Record {
 	st := c.Stats()
 	r := &presence.Record{Worker: c.worker, Host: presence.Host(), PID: pid, Version: presence.Version(),
 		Handled: st.Handled, Failed: st.Failed, InFlight: st.InFlight, Pending: st.Pending, Overdue: st.Overdue,
-		Unserved: st.Unserved, At: time.Now(), Interval: c.interval}
+		Unserved: st.Unserved, Paused: st.Paused, At: time.Now(), Interval: c.interval}
 	if a, ok := c.lease.Current(); ok {
 		r.Held, r.Index, r.Replicas, r.Token = true, a.Index, a.Replicas, a.Token
 	}

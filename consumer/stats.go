@@ -17,7 +17,11 @@ type Stats struct {
 	Read, Owned int64
 	// RateWaits counts the handler calls that waited for the group's rate
 	// (Options.GroupRate).
-	RateWaits   int64
+	RateWaits int64
+	// Paused is whether this worker has seen its group paused (Pause),
+	// and PausedSince since when the group is paused.
+	Paused      bool
+	PausedSince time.Time
 	Handled     int64 // tasks whose handler succeeded
 	NotOwned    int64 // messages skipped as another index's
 	DoneBefore  int64 // messages skipped as finished by an earlier epoch
@@ -95,6 +99,7 @@ func (c *Consumer) Stats() Stats {
 		InFlight: c.running.Load(), Overdue: c.overdue.Load(),
 		Drains: c.drains.Snapshot(), Handling: c.handling.Snapshot(),
 	}
+	out.Paused, out.PausedSince, _ = c.pause.state()
 	if c.unserved.Load() {
 		_, out.Unserved = c.lease.Current()
 	}

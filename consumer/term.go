@@ -161,19 +161,26 @@ func (tr *term) watch(loop context.Context) {
 // monotonic clock. It returns the clock reading it made (time since
 // base), which the caller may use as the task's start.
 func (tr *term) mayStartAt() (time.Duration, bool) {
-	if tr.over.Load() || isDone(tr.t.Done()) {
+	if tr.over.Load() || tr.pause.on.Load() || isDone(tr.t.Done()) {
 		return 0, false
 	}
 	now := time.Since(tr.base)
 	return now, int64(now) < tr.pauseAfter.Load()
 }
 
-// mayStart reports whether work may start now: the term takes work, and
-// it is not within DrainTimeout of a deadline the renewal has not moved
-// yet (then it waits for the renewal). The common case is mayStartAt.
+// mayStart reports whether work may start now: the term takes work, the
+// group is not paused (then it waits for the resume), and it is not within
+// DrainTimeout of a deadline the renewal has not moved yet (then it waits
+// for the renewal). The common case is mayStartAt.
 func (tr *term) mayStart() bool {
 	if _, ok := tr.mayStartAt(); ok {
 		return true
+	}
+	if tr.pause.on.Load() { // the group is paused: wait for the resume, holding the lease
+		if !tr.pause.wait(tr.taking) {
+			return false
+		}
+		return tr.mayStart()
 	}
 	return !tr.over.Load() && tr.t.Room(tr.taking, tr.opts.DrainTimeout+pauseLead) && !tr.over.Load()
 }

@@ -46,6 +46,7 @@
 //	nandi_consumer_read_total                   counter  messages read from the source
 //	nandi_consumer_owned_total                  counter  messages read that the lease owned (over a group, read / owned is the read amplification)
 //	nandi_consumer_rate_waits_total             counter  handler calls that waited for the group's rate limit (Options.GroupRate)
+//	nandi_consumer_paused_since_seconds         gauge    while the group is paused (nandi pause), when the pause began; absent otherwise
 //	nandi_consumer_waiting                      gauge    tasks waiting behind an id whose first task has failed, held as their place in the log only
 //	nandi_consumer_reread_total                 counter  messages read again from the log: tasks that had waited behind a failing id
 //	nandi_consumer_ledger_corrupt_total         counter  opens that found the checkpoint ledger unreadable: nothing of it served, retried while the term lasts

@@ -159,7 +159,7 @@ type consumerCollector struct {
 	fetchFailures, writeFailures, ledgerLosses   *prometheus.Desc
 	rewinds, handling, groupLagMessages          *prometheus.Desc
 	groupLagSeconds, corruptLedger, waiting      *prometheus.Desc
-	reread, read, owned, rateWaits               *prometheus.Desc
+	reread, read, owned, rateWaits, paused       *prometheus.Desc
 }
 
 func newConsumerCollector(c *consumer.Consumer, o Options) *consumerCollector {
@@ -199,6 +199,7 @@ func consumerCollectorOf(group string, stats func() consumer.Stats, lag func(con
 		reread:           d("reread_total", "Messages read again from the log: tasks that had waited behind a failing id."),
 		read:             d("read_total", "Messages read from the source (over a group, read_total / owned_total is its read amplification)."),
 		owned:            d("owned_total", "Messages read that the lease owned."),
+		paused:           d("paused_since_seconds", "While this worker sees its group paused (nandi pause), the unix time the pause began; absent otherwise."),
 		rateWaits:        d("rate_waits_total", "Handler calls that waited for the group's rate limit (consumer.Options.GroupRate)."),
 		handling:         d("handler_duration_seconds", "Every handler call."),
 		groupLagMessages: prometheus.NewDesc(prometheus.BuildFQName(o.Namespace, "group", "lag_messages"), "Offsets between the group's lowest checkpoint and the log's end.", []string{"shard"}, cl),
@@ -214,7 +215,7 @@ func consumerCollectorOf(group string, stats func() consumer.Stats, lag func(con
 
 func (c *consumerCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.messages, c.failures, c.inFlight, c.drains, c.writes, c.terms, c.lagMessages, c.lagSeconds, c.droppedDesc,
-		c.panics, c.overdue, c.overdueTotal, c.pending, c.oldest, c.unserved, c.openFailures, c.fetchFailures, c.writeFailures, c.ledgerLosses, c.rewinds, c.handling, c.groupLagMessages, c.groupLagSeconds, c.corruptLedger, c.waiting, c.reread, c.read, c.owned, c.rateWaits} {
+		c.panics, c.overdue, c.overdueTotal, c.pending, c.oldest, c.unserved, c.openFailures, c.fetchFailures, c.writeFailures, c.ledgerLosses, c.rewinds, c.handling, c.groupLagMessages, c.groupLagSeconds, c.corruptLedger, c.waiting, c.reread, c.read, c.owned, c.rateWaits, c.paused} {
 		ch <- d
 	}
 }
@@ -257,6 +258,9 @@ func (c *consumerCollector) Collect(ch chan<- prometheus.Metric) {
 		unserved = 1
 	}
 	gauge(c.unserved, unserved)
+	if s.Paused {
+		gauge(c.paused, float64(s.PausedSince.UnixMilli())/1000)
+	}
 	for i, d := range s.Oldest {
 		gauge(c.oldest, d.Seconds(), strconv.Itoa(i))
 	}

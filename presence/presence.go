@@ -60,6 +60,8 @@ type Record struct {
 	LastError   string    `json:"last_error,omitempty"` // the last failed attempt's error, cut to 300 bytes
 	LastErrorAt time.Time `json:"last_error_at,omitzero"`
 
+	Paused bool `json:"paused,omitempty"` // the group is paused and this worker starts nothing
+
 	At       time.Time     `json:"at"`          // when the worker wrote this
 	Interval time.Duration `json:"interval_ns"` // the lease's interval
 }
@@ -76,6 +78,21 @@ const MaxError = 300
 // Write stores r for group, to expire after ttl: one pipelined round trip
 // (SET PX, ZADD, ZREMRANGEBYSCORE of the expired, PEXPIRE of the set).
 func Write(ctx context.Context, c redis.Cmdable, group string, r *Record, ttl time.Duration) error {
+	var werr error
+	_, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		werr = WriteIn(ctx, p, group, r, ttl)
+		return werr
+	})
+	if werr != nil {
+		return werr
+	}
+	return err
+}
+
+// WriteIn queues Write's commands on p, for a caller that sends other
+// commands in the same round trip (the consumer reads the group's pause
+// with it); their errors come with p's Exec.
+func WriteIn(ctx context.Context, p redis.Pipeliner, group string, r *Record, ttl time.Duration) error {
 	if r.Worker == "" {
 		return errors.New("presence: a record needs a worker id")
 	}
@@ -86,16 +103,17 @@ func Write(ctx context.Context, c redis.Cmdable, group string, r *Record, ttl ti
 	if err != nil {
 		return err
 	}
+	queue(ctx, p, group, r.Worker, b, ttl)
+	return nil
+}
+
+func queue(ctx context.Context, p redis.Pipeliner, group, worker string, b []byte, ttl time.Duration) {
 	now := time.Now()
 	expires := now.Add(ttl).UnixMilli()
-	_, err = c.Pipelined(ctx, func(p redis.Pipeliner) error {
-		p.Set(ctx, RecordKey(group, r.Worker), b, ttl)
-		p.ZAdd(ctx, SetKey(group), redis.Z{Score: float64(expires), Member: r.Worker})
-		p.ZRemRangeByScore(ctx, SetKey(group), "-inf", "("+strconv.FormatInt(now.UnixMilli(), 10))
-		p.PExpire(ctx, SetKey(group), ttl)
-		return nil
-	})
-	return err
+	p.Set(ctx, RecordKey(group, worker), b, ttl)
+	p.ZAdd(ctx, SetKey(group), redis.Z{Score: float64(expires), Member: worker})
+	p.ZRemRangeByScore(ctx, SetKey(group), "-inf", "("+strconv.FormatInt(now.UnixMilli(), 10))
+	p.PExpire(ctx, SetKey(group), ttl)
 }
 
 // Remove deletes worker's record at once (a clean stop).

@@ -27,6 +27,7 @@ type testGroup struct {
 	wg     sync.WaitGroup
 	mu     sync.Mutex
 	leases []*partition.Lease
+	cs     []*consumer.Consumer
 }
 
 func newTestGroup(t *testing.T, client *redis.Client, name string, iv time.Duration, log *memory.Log,
@@ -53,9 +54,17 @@ func (g *testGroup) start(id string) *partition.Lease {
 	}
 	g.mu.Lock()
 	g.leases = append(g.leases, l)
+	g.cs = append(g.cs, c)
 	g.mu.Unlock()
 	g.wg.Go(func() { _ = c.Run(g.ctx) })
 	return l
+}
+
+// consumers returns the workers' consumers.
+func (g *testGroup) consumers() []*consumer.Consumer {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return append([]*consumer.Consumer(nil), g.cs...)
 }
 
 // holding reports whether every worker holds a share of n.

@@ -19,6 +19,9 @@ const usage = `usage:
   nandi watch  -redis URL -group NAME           the same, one line per interval
   nandi plan   -interval 5s -gap 0.125 -rtt 2ms -jitter 1ms -workers 200 [-redis URL]
                                                 what the settings cost, and whether they fit the network
+  nandi pause  -redis URL -group NAME [-reason TEXT]
+                                                every worker finishes what runs and starts nothing, keeping its lease
+  nandi resume -redis URL -group NAME           end the pause
   nandi web    -redis URL [-addr 127.0.0.1:8080] [-group NAME] [-token T] [-tls-cert F -tls-key F]
                                                 a live page per group, read-only (beyond localhost only with a token)
 URL: redis://host:port[/db] (a server or any Cluster node), redis+cluster://host:port,
@@ -39,6 +42,10 @@ func run(ctx context.Context, args []string, out, errOut io.Writer) int {
 		return cmdPlan(ctx, args[1:], out, errOut)
 	case "web":
 		return cmdWeb(ctx, args[1:], out, errOut)
+	case "pause":
+		return cmdPause(ctx, args[1:], out, errOut)
+	case "resume":
+		return cmdResume(ctx, args[1:], out, errOut)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(out, usage)
 		return 0

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/nandi-go/nandi/checkpoint"
+	"github.com/nandi-go/nandi/consumer"
 	"github.com/nandi-go/nandi/partition"
 	"github.com/nandi-go/nandi/presence"
 	"github.com/redis/go-redis/v9"
@@ -27,8 +28,10 @@ type Status struct {
 	Current    int64         `json:"current_interval"`
 	Offset     time.Duration `json:"offset_ns"` // of ServerTime in Current
 	Generation string        `json:"generation"`
-	Counts     []Count       `json:"counts"` // newest first
-	Epochs     []EpochStatus `json:"epochs,omitempty"`
+	// Paused is the group's pause (nandi pause), nil when it runs.
+	Paused *consumer.PauseState `json:"paused,omitempty"`
+	Counts []Count              `json:"counts"` // newest first
+	Epochs []EpochStatus        `json:"epochs,omitempty"`
 	// LedgerError says why the checkpoint ledger could not be read (a
 	// corrupt field, named); the rest of the status is still shown.
 	LedgerError string `json:"ledger_error,omitempty"`
@@ -86,6 +89,11 @@ func readStatus(ctx context.Context, c redis.UniversalClient, group string) (*St
 	if s.Workers, err = presence.Read(ctx, c, group); err != nil {
 		return nil, err
 	}
+	if p, paused, err := consumer.ReadPause(ctx, c, group); err != nil {
+		return nil, err
+	} else if paused {
+		s.Paused = &p
+	}
 	return s, nil
 }
 
@@ -95,6 +103,9 @@ func printStatus(w io.Writer, s *Status) {
 	fmt.Fprintf(tw, "settings\tinterval %v, gap %g (%v)\n", s.Interval, s.Gap, partition.Margin(s.Interval, s.Gap))
 	fmt.Fprintf(tw, "server time\t%s, interval %d at %v\n", s.ServerTime.Format(time.RFC3339Nano), s.Current, s.Offset)
 	fmt.Fprintf(tw, "generation\t%s\n", s.Generation)
+	if s.Paused != nil {
+		fmt.Fprintf(tw, "paused\tsince %s%s: no worker starts a task (nandi resume)\n", s.Paused.Since.Format(time.RFC3339), reasonText(s.Paused.Reason))
+	}
 	tw.Flush()
 	fmt.Fprintln(w)
 	tw = tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)

@@ -150,6 +150,7 @@ function renderSettings(snap) {
     ["gap", st.gap + " (" + dur(st.interval_ns * st.gap) + ")"],
     ["store generation", st.generation],
     ["server time", st.server_time + ", interval " + st.current_interval],
+    ["paused", st.paused ? "since " + st.paused.since + (st.paused.reason ? " (" + st.paused.reason + ")" : "") + ": no worker starts a task" : "no", st.paused ? "verdict-WARN" : null],
   ]);
   const p = snap.plan;
   if (!p) { dl("plan", []); return; }

@@ -1,0 +1,100 @@
+package consumer_test
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nandi-go/nandi/consumer"
+	"github.com/nandi-go/nandi/partition"
+	"github.com/nandi-go/nandi/transport"
+	"github.com/nandi-go/nandi/transport/memory"
+)
+
+// A paused group finishes what runs and starts nothing while its workers
+// keep their leases; resumed, it goes on where it stopped with no
+// rebalance, and every task is done once, in order.
+func TestPausedGroupStartsNothingAndKeepsItsLeases(t *testing.T) {
+	forEachConcurrency(t, func(t *testing.T, conc int) {
+		const ids, each = 50, 200
+		log := memory.NewLog(1)
+		fillTasks(func(k string, p []byte) { log.Append(k, p) }, ids, each)
+		var seen sync.Map            // worker -> the test has seen it paused
+		var startedLate atomic.Int64 // handler calls begun after that
+		g := newGroup(t, log.Source, consumer.Options{Concurrency: conc, CheckpointInterval: 50 * time.Millisecond},
+			func(w int, _ *partition.Lease) consumer.Handler {
+				return func(ctx context.Context, _ *transport.Message) error {
+					if _, ok := seen.Load(w); ok {
+						startedLate.Add(1)
+					}
+					time.Sleep(time.Millisecond) // a backlog the pause finds unfinished
+					return nil
+				}
+			})
+		ws := []int{g.start(), g.start()}
+		g.settle()
+		ctx := context.Background()
+		c := server(t).Client()
+		st, err := consumer.Pause(ctx, c, g.name, "a downstream is down")
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "every worker to see the pause", func() bool {
+			for _, w := range ws {
+				if !g.worker(w).c.Stats().Paused {
+					return false
+				}
+			}
+			return true
+		})
+		terms := map[int]int64{}
+		for _, w := range ws {
+			s := g.worker(w).c.Stats()
+			seen.Store(w, true)
+			terms[w] = s.Terms
+			if !s.PausedSince.Equal(st.Since) {
+				t.Errorf("worker %d: paused since %v; want %v", w, s.PausedSince, st.Since)
+			}
+		}
+		time.Sleep(200 * time.Millisecond) // an interval: what ran at the pause has finished
+		before := g.count()
+		time.Sleep(4 * 200 * time.Millisecond)
+		if after := g.count(); after != before {
+			t.Errorf("%d tasks done while paused; want none", after-before)
+		}
+		if n := startedLate.Load(); n != 0 {
+			t.Errorf("%d handler calls began after their worker reported the pause; want none", n)
+		}
+		if before >= ids*each {
+			t.Fatalf("all %d tasks were done before the pause took effect: the test proves nothing", before)
+		}
+		for _, w := range ws {
+			if _, ok := g.worker(w).l.Current(); !ok {
+				t.Errorf("worker %d holds nothing while paused; want its lease kept", w)
+			}
+		}
+		_, paused, err := consumer.ReadPause(ctx, c, g.name)
+		if err != nil || !paused {
+			t.Fatalf("ReadPause: %v, %v; want paused", paused, err)
+		}
+		seen.Clear()
+		if ok, err := consumer.Resume(ctx, c, g.name); err != nil || !ok {
+			t.Fatalf("Resume: %v, %v", ok, err)
+		}
+		waitFor(t, "every task after the resume", func() bool { return g.check(ids, each).missing == 0 })
+		for _, w := range ws {
+			s := g.worker(w).c.Stats()
+			if s.Paused {
+				t.Errorf("worker %d still paused after the resume", w)
+			}
+			if s.Terms != terms[w] {
+				t.Errorf("worker %d: %d terms after the resume, %d at the pause; want no rebalance", w, s.Terms, terms[w])
+			}
+		}
+		t.Logf("figures: Concurrency %d: %d of %d tasks done at the pause, none during 800ms paused, the rest after the resume with no new term",
+			conc, before, ids*each)
+		g.exactlyOnce(ids, each)
+	})
+}
