@@ -66,7 +66,7 @@ type writes struct {
 }
 
 var readOnly = map[string]bool{"ping": true, "evalsha": true, "eval": true, "evalsha_ro": true, "eval_ro": true,
-	"zrangebyscore": true, "mget": true, "scan": true, "info": true, "hello": true, "client": true, "script": true}
+	"zrangebyscore": true, "mget": true, "get": true, "scan": true, "info": true, "hello": true, "client": true, "script": true}
 
 func (w *writes) DialHook(next redis.DialHook) redis.DialHook { return next }
 func (w *writes) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
