@@ -48,20 +48,7 @@ func bounds() map[string]spintest.Run {
 // bounds: nothing owned is skipped, nothing is done twice without a
 // fault, and a write is applied only by the newest holder of its index to
 // open the epoch.
-func TestLedgerModel(t *testing.T) {
-	for name, run := range bounds() {
-		t.Run(name, func(t *testing.T) {
-			res := spintest.Check(t, "ledger.pml", run)
-			t.Logf("%s: %s", name, res)
-			if res.Errors != 0 {
-				t.Fatalf("the ledger's model is violated: %s\n%s", res.Violation, spintest.Tail(res.Trail, 80))
-			}
-			if !res.Complete || (res.DepthCut && run.Depth == 0) {
-				t.Fatalf("the search did not finish (memory or depth):\n%s", res.Output)
-			}
-		})
-	}
-}
+func TestLedgerModel(t *testing.T) { spintest.Holds(t, "ledger.pml", bounds()) }
 
 // Each seeded bug is refused by the property it breaks, with a
 // counterexample (its length is the depth logged).

@@ -181,3 +181,23 @@ func (r Result) Violates(want string) bool {
 	norm := strings.NewReplacer(" ", "", "(", "", ")", "", "\t", "").Replace
 	return r.Errors > 0 && strings.Contains(norm(r.Violation), norm(want))
 }
+
+// Holds checks the model at path under each run, as a subtest named by
+// its key, and fails the subtest unless the model holds: no error, and a
+// search that finished (within its depth bound when the run has one). A
+// violation is reported with the end of spin's replay of it.
+func Holds(t *testing.T, path string, runs map[string]Run) {
+	t.Helper()
+	for name, run := range runs {
+		t.Run(name, func(t *testing.T) {
+			res := Check(t, path, run)
+			t.Logf("%s: %s", name, res)
+			if res.Errors != 0 {
+				t.Fatalf("the model is violated: %s\n%s", res.Violation, Tail(res.Trail, 80))
+			}
+			if !res.Complete || (res.DepthCut && run.Depth == 0) {
+				t.Fatalf("the search did not finish (memory or depth):\n%s", res.Output)
+			}
+		})
+	}
+}

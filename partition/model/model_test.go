@@ -42,20 +42,7 @@ func bounds() map[string]spintest.Run {
 // the deadline lemma (a lease from m ends half a gap before m+2 begins, on
 // the server's clock), and complete (Q intervals after the last fault,
 // every running worker holds a lease on 0..n-1 of n).
-func TestLeaseModel(t *testing.T) {
-	for name, run := range bounds() {
-		t.Run(name, func(t *testing.T) {
-			res := spintest.Check(t, "lease.pml", run)
-			t.Logf("%s: %s", name, res)
-			if res.Errors != 0 {
-				t.Fatalf("the lease's model is violated: %s\n%s", res.Violation, spintest.Tail(res.Trail, 80))
-			}
-			if !res.Complete || res.DepthCut {
-				t.Fatalf("the search did not finish (memory or depth):\n%s", res.Output)
-			}
-		})
-	}
-}
+func TestLeaseModel(t *testing.T) { spintest.Holds(t, "lease.pml", bounds()) }
 
 // Each seeded bug is refused by the property it breaks, with a
 // counterexample (its length is the depth logged).
