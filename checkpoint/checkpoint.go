@@ -3,6 +3,7 @@ package checkpoint
 import (
 	"context"
 	"slices"
+	"time"
 
 	"github.com/nandi-go/nandi/partition"
 	"github.com/nandi-go/nandi/transport"
@@ -114,6 +115,9 @@ type Epoch struct {
 	// keeps the count it had, and its shards from Aligned on are read by
 	// every index.
 	Aligned int
+	// ResetAt is when Redis.Reset created the epoch (zero: a worker's
+	// open did).
+	ResetAt time.Time
 
 	grid [][]Mark // [shard][index], built when read from a store
 }

@@ -56,4 +56,12 @@
 // Assignment.Token), and a store that keeps what it acknowledged (see
 // partition's assumptions; a loss is detected as above). docs/PROTOCOL.md
 // describes the scripts field by field.
+//
+// # Moving checkpoints
+//
+// Redis.Reset (nandi checkpoint reset) moves every index of a stopped
+// group to given positions, as a new epoch with no history: reprocess
+// from a point, or skip a backlog. It refuses while a lease of the group
+// may be held (ErrGroupRunning), watching the lease's and the ledger's
+// keys so that a worker registering meanwhile makes it fail, not race.
 package checkpoint

@@ -201,7 +201,7 @@ for h in string.gmatch(get('hist') or '', '%d+') do
   if needed then
     table.insert(kept, h)
   else
-    local fields = {h .. ':r', h .. ':tok', h .. ':shards', h .. ':aligned'}
+    local fields = {h .. ':r', h .. ':tok', h .. ':shards', h .. ':aligned', h .. ':reset'}
     for i = 0, hr - 1 do table.insert(fields, h .. ':otok:' .. i) end
     for s = 0, hs - 1 do
       table.insert(fields, h .. ':start:' .. s)

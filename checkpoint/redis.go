@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/nandi-go/nandi/partition"
 	"github.com/nandi-go/nandi/transport"
@@ -35,8 +36,9 @@ func Key(group string) string { return partition.KeyPrefix(group) + "ledger" }
 // Cluster): one hash, changed only by two scripts, read by a third, so
 // that every operation is one atomic round trip to the master.
 type Redis struct {
-	c   redis.UniversalClient
-	key string
+	c     redis.UniversalClient
+	key   string
+	group string
 }
 
 var _ Store = (*Redis)(nil)
@@ -44,7 +46,7 @@ var _ Store = (*Redis)(nil)
 // NewRedis returns the ledger of group on client. It does no I/O and
 // never closes the client.
 func NewRedis(client redis.UniversalClient, group string) *Redis {
-	return &Redis{c: client, key: Key(group)}
+	return &Redis{c: client, key: Key(group), group: group}
 }
 
 // sortedBetween reports whether ps ascend strictly, each between low and
@@ -272,6 +274,9 @@ func parseHead(all map[string]string, n int64) (*Epoch, error) {
 		return nil, corrupt(p+"shards", "%d shards of %d replicas is over %d marks", shards, e.R, MaxSlots)
 	}
 	e.Token, _ = strconv.ParseInt(all[p+"tok"], 10, 64)
+	if ms, err := strconv.ParseInt(all[p+"reset"], 10, 64); err == nil && ms > 0 {
+		e.ResetAt = time.UnixMilli(ms).UTC()
+	}
 	if v, ok := all[p+"aligned"]; ok && v != "0" {
 		if e.Aligned, err = count(all, p+"aligned", MaxShards); err != nil {
 			return nil, err

@@ -22,6 +22,8 @@ const usage = `usage:
   nandi pause  -redis URL -group NAME [-reason TEXT]
                                                 every worker finishes what runs and starts nothing, keeping its lease
   nandi resume -redis URL -group NAME           end the pause
+  nandi checkpoint reset -redis URL -group NAME -to start|end|time:T|POSITION [-streams S,...] [-dry-run]
+                                                move a stopped group's checkpoints (a new epoch)
   nandi web    -redis URL [-addr 127.0.0.1:8080] [-group NAME] [-token T] [-tls-cert F -tls-key F]
                                                 a live page per group, read-only (beyond localhost only with a token)
 URL: redis://host:port[/db] (a server or any Cluster node), redis+cluster://host:port,
@@ -46,6 +48,8 @@ func run(ctx context.Context, args []string, out, errOut io.Writer) int {
 		return cmdPause(ctx, args[1:], out, errOut)
 	case "resume":
 		return cmdResume(ctx, args[1:], out, errOut)
+	case "checkpoint":
+		return cmdCheckpoint(ctx, args[1:], out, errOut)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(out, usage)
 		return 0

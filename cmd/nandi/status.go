@@ -54,6 +54,9 @@ type EpochStatus struct {
 	Token     int64             `json:"token"`
 	Current   bool              `json:"current"`
 	Positions map[string]string `json:"positions"` // "shard/index" -> position
+	// ResetAt is when nandi checkpoint reset (checkpoint.Redis.Reset)
+	// created the epoch; omitted for one a worker's open created.
+	ResetAt time.Time `json:"reset_at,omitzero"`
 }
 
 // readStatus reads the group's lease state (partition.ReadGroup) and its
@@ -78,7 +81,7 @@ func readStatus(ctx context.Context, c redis.UniversalClient, group string) (*St
 		return nil, err
 	}
 	for _, e := range st.History {
-		es := EpochStatus{N: e.N, Replicas: e.R, Token: e.Token, Current: st.Current != nil && e.N == st.Current.N, Positions: map[string]string{}}
+		es := EpochStatus{N: e.N, Replicas: e.R, Token: e.Token, Current: st.Current != nil && e.N == st.Current.N, Positions: map[string]string{}, ResetAt: e.ResetAt}
 		for sh := range e.Start {
 			for k := range e.R {
 				es.Positions[fmt.Sprintf("%d/%d", sh, k)] = e.At(sh, k).String()
@@ -145,6 +148,9 @@ func printStatus(w io.Writer, s *Status) {
 		mark := ""
 		if e.Current {
 			mark = " (current)"
+		}
+		if !e.ResetAt.IsZero() {
+			mark += " (reset " + e.ResetAt.Format(time.RFC3339) + ")"
 		}
 		for i, k := range keys {
 			if i == 0 {
