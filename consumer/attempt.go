@@ -165,7 +165,7 @@ func (tr *term) invoke(w *worker, t *task, what userCall) (err error, attached b
 	case callOnError:
 		tr.callOnError(t)
 	case callDeadLetter:
-		err = tr.callDeadLetter(tr.ctx, t.m, t.f.lastErr)
+		err = tr.callDeadLetter(withFailure(tr.ctx, Failure{Attempts: t.f.attempts, Worker: tr.workerID}), t.m, t.f.lastErr)
 	}
 	tr.running.Add(-1)
 	tr.gate.Leave()

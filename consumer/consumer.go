@@ -65,7 +65,8 @@ type shared struct {
 	lastErr atomic.Pointer[lastError]  // the last failed attempt, for presence
 	firsts  atomic.Pointer[firstTaken] // when the last term's unfinished tasks were first taken
 
-	pause pauser // the group's pause, as this worker last read it
+	pause    pauser // the group's pause, as this worker last read it
+	workerID string // Consumer.Worker, for DeadLetter's context
 
 	seenMu    sync.Mutex
 	seen      int64                // the newest checkpoint epoch seen
@@ -93,6 +94,7 @@ func New(lease *partition.Lease, src transport.Source, h Handler, opts Options) 
 	if c.worker == "" {
 		c.worker = presence.NewWorkerID()
 	}
+	sh.workerID = c.worker
 	return c, nil
 }
 

@@ -35,3 +35,25 @@ func withAssignment(ctx context.Context, a partition.Assignment) context.Context
 func ContextWithAssignment(ctx context.Context, a partition.Assignment) context.Context {
 	return withAssignment(ctx, a)
 }
+
+type failureKey struct{}
+
+// Failure is what Options.DeadLetter's context carries of the task that
+// failed: how many times the handler failed on it (0 when the message
+// never reached the handler: Message.Err, an ID error) and the worker
+// that gave up on it (Consumer.Worker). The task's
+// term is there too (AssignmentFromContext).
+type Failure struct {
+	Attempts int
+	Worker   string
+}
+
+// FailureFromContext returns the Failure of a DeadLetter call's task.
+func FailureFromContext(ctx context.Context) (Failure, bool) {
+	f, ok := ctx.Value(failureKey{}).(Failure)
+	return f, ok
+}
+
+func withFailure(ctx context.Context, f Failure) context.Context {
+	return context.WithValue(ctx, failureKey{}, f)
+}

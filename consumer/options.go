@@ -56,6 +56,10 @@ type Options struct {
 	// goes to DeadLetter at once, or is skipped, logged and counted when
 	// DeadLetter is nil. When DeadLetter returns nil the task is done;
 	// otherwise DeadLetter itself is retried with the same backoff.
+	// DeadLetter's context carries the term (AssignmentFromContext) and
+	// the Failure (FailureFromContext); package deadletter has a
+	// ready-made one that writes a Redis stream nandi dead lists and
+	// replays.
 	MaxAttempts int
 	DeadLetter  func(ctx context.Context, m *transport.Message, err error) error
 

@@ -22,6 +22,9 @@ const usage = `usage:
   nandi pause  -redis URL -group NAME [-reason TEXT]
                                                 every worker finishes what runs and starts nothing, keeping its lease
   nandi resume -redis URL -group NAME           end the pause
+  nandi dead list   -redis URL -group NAME [-stream DEAD] [-json]   the group's dead letters
+  nandi dead replay -redis URL -group NAME -to S0,S1,... (-id ID,... | -all)
+                                                put dead letters back on the source streams
   nandi checkpoint reset -redis URL -group NAME -to start|end|time:T|POSITION [-streams S,...] [-dry-run]
                                                 move a stopped group's checkpoints (a new epoch)
   nandi web    -redis URL [-addr 127.0.0.1:8080] [-group NAME] [-token T] [-tls-cert F -tls-key F]
@@ -50,6 +53,8 @@ func run(ctx context.Context, args []string, out, errOut io.Writer) int {
 		return cmdResume(ctx, args[1:], out, errOut)
 	case "checkpoint":
 		return cmdCheckpoint(ctx, args[1:], out, errOut)
+	case "dead":
+		return cmdDead(ctx, args[1:], out, errOut)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(out, usage)
 		return 0

@@ -1,0 +1,139 @@
+package deadletter
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nandi-go/nandi/consumer"
+	"github.com/nandi-go/nandi/partition"
+	"github.com/nandi-go/nandi/transport"
+	"github.com/redis/go-redis/v9"
+)
+
+// Stream is the default dead-letter stream of group: {group}:dead.
+func Stream(group string) string { return partition.KeyPrefix(group) + "dead" }
+
+// The fields of a dead letter's entry; a header h of the task is the
+// field "h:" + h.
+const (
+	FieldKey      = "key"
+	FieldPayload  = "payload"
+	FieldError    = "error"
+	FieldAttempts = "attempts"
+	FieldWorker   = "worker"
+	FieldIndex    = "index"
+	FieldReplicas = "replicas"
+	FieldToken    = "token"
+	FieldShard    = "shard"
+	FieldPosition = "position"
+	FieldAt       = "at"
+	headerPrefix  = "h:"
+)
+
+// Letter is one dead letter.
+type Letter struct {
+	ID       string // the entry's ID in the dead-letter stream
+	Key      string
+	Payload  []byte
+	Headers  map[string]string
+	Error    string
+	Attempts int
+	Worker   string
+	Index    int
+	Replicas int
+	Token    int64
+	Shard    int
+	Position string
+	At       time.Time
+}
+
+// Options configure RedisStream.
+type Options struct {
+	// MaxLen caps the stream, oldest letters first (XADD MAXLEN ~); 0:
+	// no cap.
+	MaxLen int64
+}
+
+// RedisStream returns a consumer.Options.DeadLetter that adds each dead
+// task to stream on c. Its error (Redis unreachable) makes the consumer
+// retry the dead letter with backoff: the task is never acknowledged
+// before its letter is written.
+func RedisStream(c redis.Cmdable, stream string, opts Options) func(ctx context.Context, m *transport.Message, cause error) error {
+	return func(ctx context.Context, m *transport.Message, cause error) error {
+		f, _ := consumer.FailureFromContext(ctx)
+		a, _ := consumer.AssignmentFromContext(ctx)
+		msg := ""
+		if cause != nil {
+			msg = cause.Error()
+		}
+		values := []any{FieldKey, m.Key, FieldPayload, m.Payload, FieldError, msg,
+			FieldAttempts, f.Attempts, FieldWorker, f.Worker, FieldIndex, a.Index, FieldReplicas, a.Replicas,
+			FieldToken, a.Token, FieldShard, m.Shard, FieldPosition, m.Position.String(), FieldAt, time.Now().UTC().Format(time.RFC3339Nano)}
+		for k, v := range m.Headers {
+			values = append(values, headerPrefix+k, v)
+		}
+		args := &redis.XAddArgs{Stream: stream, Values: values}
+		if opts.MaxLen > 0 {
+			args.MaxLen, args.Approx = opts.MaxLen, true
+		}
+		if err := c.XAdd(ctx, args).Err(); err != nil {
+			return fmt.Errorf("deadletter: add %q to %s: %w", m.Key, stream, err)
+		}
+		return nil
+	}
+}
+
+// List returns up to count letters of stream from start to end (entry
+// IDs; "-" and "+" for the first and the last), oldest first.
+func List(ctx context.Context, c redis.Cmdable, stream, start, end string, count int64) ([]Letter, error) {
+	if count <= 0 {
+		count = 100
+	}
+	xs, err := c.XRangeN(ctx, stream, start, end, count).Result()
+	if err != nil {
+		return nil, fmt.Errorf("deadletter: read %s: %w", stream, err)
+	}
+	out := make([]Letter, 0, len(xs))
+	for _, x := range xs {
+		out = append(out, letter(x))
+	}
+	return out, nil
+}
+
+func letter(x redis.XMessage) Letter {
+	text := func(f string) string { s, _ := x.Values[f].(string); return s }
+	num := func(f string) int64 { n, _ := strconv.ParseInt(text(f), 10, 64); return n }
+	l := Letter{ID: x.ID, Key: text(FieldKey), Payload: []byte(text(FieldPayload)), Error: text(FieldError),
+		Attempts: int(num(FieldAttempts)), Worker: text(FieldWorker), Index: int(num(FieldIndex)),
+		Replicas: int(num(FieldReplicas)), Token: num(FieldToken), Shard: int(num(FieldShard)), Position: text(FieldPosition)}
+	l.At, _ = time.Parse(time.RFC3339Nano, text(FieldAt))
+	for f, v := range x.Values {
+		if h, ok := strings.CutPrefix(f, headerPrefix); ok {
+			if l.Headers == nil {
+				l.Headers = map[string]string{}
+			}
+			l.Headers[h], _ = v.(string)
+		}
+	}
+	return l
+}
+
+// Replay publishes each letter's task through p (its key, payload and
+// headers, in the order given) and deletes the letter from stream once
+// its task is published. It returns how many it replayed; on an error it
+// stops, and what was replayed is gone from stream, what was not is still
+// there.
+func Replay(ctx context.Context, c redis.Cmdable, stream string, letters []Letter, p transport.Publisher) (int, error) {
+	for i, l := range letters {
+		if err := p.Publish(ctx, l.Key, l.Payload, l.Headers); err != nil {
+			return i, fmt.Errorf("deadletter: replay %s (key %q): %w", l.ID, l.Key, err)
+		}
+		if err := c.XDel(ctx, stream, l.ID).Err(); err != nil {
+			return i + 1, fmt.Errorf("deadletter: replayed %s (key %q) but could not delete it from %s (replaying it again would publish it twice): %w", l.ID, l.Key, stream, err)
+		}
+	}
+	return len(letters), nil
+}
