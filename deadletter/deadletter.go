@@ -63,15 +63,10 @@ type Options struct {
 // before its letter is written.
 func RedisStream(c redis.Cmdable, stream string, opts Options) func(ctx context.Context, m *transport.Message, cause error) error {
 	return func(ctx context.Context, m *transport.Message, cause error) error {
-		f, _ := consumer.FailureFromContext(ctx)
-		a, _ := consumer.AssignmentFromContext(ctx)
-		msg := ""
-		if cause != nil {
-			msg = cause.Error()
+		values := []any{FieldKey, m.Key, FieldPayload, m.Payload}
+		for k, v := range Describe(ctx, m, cause) {
+			values = append(values, k, v)
 		}
-		values := []any{FieldKey, m.Key, FieldPayload, m.Payload, FieldError, msg,
-			FieldAttempts, f.Attempts, FieldWorker, f.Worker, FieldIndex, a.Index, FieldReplicas, a.Replicas,
-			FieldToken, a.Token, FieldShard, m.Shard, FieldPosition, m.Position.String(), FieldAt, time.Now().UTC().Format(time.RFC3339Nano)}
 		for k, v := range m.Headers {
 			values = append(values, headerPrefix+k, v)
 		}
@@ -84,6 +79,23 @@ func RedisStream(c redis.Cmdable, stream string, opts Options) func(ctx context.
 		}
 		return nil
 	}
+}
+
+// Describe returns what a dead letter says of task m besides the task
+// itself, as text by field name (FieldError, FieldAttempts, FieldWorker,
+// FieldIndex, FieldReplicas, FieldToken, FieldShard, FieldPosition,
+// FieldAt), from cause and the DeadLetter call's context: the sinks of
+// other transports carry them as headers.
+func Describe(ctx context.Context, m *transport.Message, cause error) map[string]string {
+	f, _ := consumer.FailureFromContext(ctx)
+	a, _ := consumer.AssignmentFromContext(ctx)
+	msg := ""
+	if cause != nil {
+		msg = cause.Error()
+	}
+	return map[string]string{FieldError: msg, FieldAttempts: strconv.Itoa(f.Attempts), FieldWorker: f.Worker,
+		FieldIndex: strconv.Itoa(a.Index), FieldReplicas: strconv.Itoa(a.Replicas), FieldToken: strconv.FormatInt(a.Token, 10),
+		FieldShard: strconv.Itoa(m.Shard), FieldPosition: m.Position.String(), FieldAt: time.Now().UTC().Format(time.RFC3339Nano)}
 }
 
 // List returns up to count letters of stream from start to end (entry
@@ -136,4 +148,14 @@ func Replay(ctx context.Context, c redis.Cmdable, stream string, letters []Lette
 		}
 	}
 	return len(letters), nil
+}
+
+// Header is the header that carries field f of Describe on transports
+// whose letters are messages (jsdead, kafkadead): "Nandi-" and f
+// capitalized (Nandi-Error, Nandi-Attempts, ...).
+func Header(f string) string {
+	if f == "" {
+		return "Nandi-"
+	}
+	return "Nandi-" + strings.ToUpper(f[:1]) + f[1:]
 }
