@@ -68,7 +68,13 @@ local function create(n, starts, histstr, A)
 end
 
 local function gcd(a, b)
-  while b ~= 0 do a, b = b, a % b end
+  -- (not `a, b = b, a % b`: gopher-lua, miniredis's Lua, assigns a
+  -- before it computes a % b, and answered gcd(1, 2) = 2)
+  while b ~= 0 do
+    local t = a % b
+    a = b
+    b = t
+  end
   return a
 end
 -- Whether index i of r can own a task in shard s of an epoch aligned to A

@@ -247,6 +247,9 @@ type report struct {
 	Rebalances                           int
 	Replicas                             []string
 	Took                                 time.Duration
+	// Lost says, for each missing mail, what the group's keys say of it
+	// (its claim and whether it is recorded as sent), to find why.
+	Lost []string
 }
 
 func (r report) ok() bool { return r.Duplicates == 0 && r.Missing == 0 }
@@ -261,6 +264,9 @@ func (r report) print(out io.Writer) {
 	fmt.Fprintf(out, "  delivered:      %d\n", r.Received)
 	fmt.Fprintf(out, "  duplicates:     %d\n", r.Duplicates)
 	fmt.Fprintf(out, "  missing:        %d\n", r.Missing)
+	for _, l := range r.Lost {
+		fmt.Fprintf(out, "    %s\n", l)
+	}
 	fmt.Fprintf(out, "  standing down:  %v (summed over workers)\n", r.StandDown.Round(time.Millisecond))
 	fmt.Fprintf(out, "  rebalances:     %d (replicas over time: %s)\n", r.Rebalances, strings.Join(r.Replicas, " -> "))
 	fmt.Fprintf(out, "  took:           %v, %.0f mails/s\n", r.Took.Round(time.Millisecond), float64(r.Received)/r.Took.Seconds())
@@ -418,6 +424,18 @@ func demo(ctx context.Context, cfg config, out io.Writer) (report, error) {
 			switch n := got[messageID(strconv.Itoa(i))]; {
 			case n == 0:
 				rep.Missing++
+				key := strconv.Itoa(i)
+				c := e.newClient()
+				claimed := c.HGet(context.Background(), partition.KeyPrefix(cfg.group)+"claims", key).Val()
+				sent := c.HGet(context.Background(), partition.KeyPrefix(cfg.group)+"sent", key).Val()
+				pos := ""
+				for _, x := range c.XRange(context.Background(), cfg.stream, "-", "+").Val() {
+					if fmt.Sprint(x.Values["id"]) == key {
+						pos = x.ID
+					}
+				}
+				_ = c.Close()
+				rep.Lost = append(rep.Lost, fmt.Sprintf("mail %s at %s: claimed by token %q, recorded sent by %q", key, pos, claimed, sent))
 			case n > 1:
 				rep.Duplicates += n - 1
 			}
