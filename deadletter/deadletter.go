@@ -159,3 +159,16 @@ func Header(f string) string {
 	}
 	return "Nandi-" + strings.ToUpper(f[:1]) + f[1:]
 }
+
+// Latest returns the newest n letters of stream, newest first.
+func Latest(ctx context.Context, c redis.Cmdable, stream string, n int64) ([]Letter, error) {
+	xs, err := c.XRevRangeN(ctx, stream, "+", "-", n).Result()
+	if err != nil {
+		return nil, fmt.Errorf("deadletter: read %s: %w", stream, err)
+	}
+	out := make([]Letter, 0, len(xs))
+	for _, x := range xs {
+		out = append(out, letter(x))
+	}
+	return out, nil
+}

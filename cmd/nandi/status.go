@@ -14,6 +14,7 @@ import (
 
 	"github.com/nandi-go/nandi/checkpoint"
 	"github.com/nandi-go/nandi/consumer"
+	"github.com/nandi-go/nandi/deadletter"
 	"github.com/nandi-go/nandi/partition"
 	"github.com/nandi-go/nandi/presence"
 	"github.com/redis/go-redis/v9"
@@ -30,8 +31,12 @@ type Status struct {
 	Generation string        `json:"generation"`
 	// Paused is the group's pause (nandi pause), nil when it runs.
 	Paused *consumer.PauseState `json:"paused,omitempty"`
-	Counts []Count              `json:"counts"` // newest first
-	Epochs []EpochStatus        `json:"epochs,omitempty"`
+	// Dead is how many dead letters the group's stream
+	// (deadletter.Stream) holds, and the newest of them, newest first.
+	Dead       int64               `json:"dead"`
+	DeadLatest []deadletter.Letter `json:"dead_latest,omitempty"`
+	Counts     []Count             `json:"counts"` // newest first
+	Epochs     []EpochStatus       `json:"epochs,omitempty"`
 	// LedgerError says why the checkpoint ledger could not be read (a
 	// corrupt field, named); the rest of the status is still shown.
 	LedgerError string `json:"ledger_error,omitempty"`
@@ -92,6 +97,14 @@ func readStatus(ctx context.Context, c redis.UniversalClient, group string) (*St
 	if s.Workers, err = presence.Read(ctx, c, group); err != nil {
 		return nil, err
 	}
+	if s.Dead, err = c.XLen(ctx, deadletter.Stream(group)).Result(); err != nil {
+		return nil, err
+	}
+	if s.Dead > 0 {
+		if s.DeadLatest, err = deadletter.Latest(ctx, c, deadletter.Stream(group), 10); err != nil {
+			return nil, err
+		}
+	}
 	if p, paused, err := consumer.ReadPause(ctx, c, group); err != nil {
 		return nil, err
 	} else if paused {
@@ -106,6 +119,9 @@ func printStatus(w io.Writer, s *Status) {
 	fmt.Fprintf(tw, "settings\tinterval %v, gap %g (%v)\n", s.Interval, s.Gap, partition.Margin(s.Interval, s.Gap))
 	fmt.Fprintf(tw, "server time\t%s, interval %d at %v\n", s.ServerTime.Format(time.RFC3339Nano), s.Current, s.Offset)
 	fmt.Fprintf(tw, "generation\t%s\n", s.Generation)
+	if s.Dead > 0 {
+		fmt.Fprintf(tw, "dead letters\t%d in %s (nandi dead list)\n", s.Dead, deadletter.Stream(s.Group))
+	}
 	if s.Paused != nil {
 		fmt.Fprintf(tw, "paused\tsince %s%s: no worker starts a task (nandi resume)\n", s.Paused.Since.Format(time.RFC3339), reasonText(s.Paused.Reason))
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"image/png"
 	"io"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"github.com/nandi-go/nandi/consumer"
+	"github.com/nandi-go/nandi/deadletter"
 	"github.com/nandi-go/nandi/internal/redistest"
 	"github.com/nandi-go/nandi/transport"
 	"github.com/nandi-go/nandi/transport/memory"
@@ -66,7 +68,7 @@ type writes struct {
 }
 
 var readOnly = map[string]bool{"ping": true, "evalsha": true, "eval": true, "evalsha_ro": true, "eval_ro": true,
-	"zrangebyscore": true, "mget": true, "get": true, "scan": true, "info": true, "hello": true, "client": true, "script": true}
+	"zrangebyscore": true, "mget": true, "get": true, "xlen": true, "xrevrange": true, "scan": true, "info": true, "hello": true, "client": true, "script": true}
 
 func (w *writes) DialHook(next redis.DialHook) redis.DialHook { return next }
 func (w *writes) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
@@ -169,6 +171,18 @@ func TestWebPageInABrowser(t *testing.T) {
 	// The failing task's error shows in its owner's row, highlighted.
 	if err := chromedp.Do(ctx, poll(`Array.from(document.querySelectorAll("#mapping tr.failing")).some(r => r.textContent.includes("greylisted"))`, 10*time.Second)); err != nil {
 		t.Errorf("the failing task's error is not shown highlighted: %v", err)
+	}
+
+	// A dead letter shows in its section, its error as text.
+	dead := deadletter.RedisStream(srv.Client(), deadletter.Stream("mail-sender"), deadletter.Options{})
+	if err := dead(context.Background(), &transport.Message{Key: "99", Payload: []byte("x")}, errors.New("550 no such user "+markup)); err != nil {
+		t.Fatal(err)
+	}
+	if err := chromedp.Do(ctx, poll(`!document.getElementById("dead-wrap").hidden && Array.from(document.querySelectorAll("#dead tbody tr")).some(r => r.textContent.includes("550 no such user") && r.textContent.includes("99"))`, 10*time.Second)); err != nil {
+		t.Errorf("the dead letter is not shown: %v", err)
+	}
+	if imgs, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll("main img").length`)); err != nil || imgs != 0 {
+		t.Errorf("the dead letter's markup became %d elements (%v); want text", imgs, err)
 	}
 
 	if screenshot {

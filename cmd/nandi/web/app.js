@@ -137,6 +137,14 @@ function renderEpochs(st) {
   }));
 }
 
+function renderDead(st) {
+  document.getElementById("dead-wrap").hidden = !st.dead;
+  document.getElementById("dead-note").textContent = st.dead ? "(" + st.dead + " in all, the newest " + (st.dead_latest || []).length + " here; nandi dead list and replay)" : "";
+  fill(document.querySelector("#dead tbody"), (st.dead_latest || []).map(l =>
+    el("tr", null, td(l.ID), td(l.At), td(l.Key), td(l.Attempts, "num"), td(l.Worker),
+      td(l.Index + " of " + l.Replicas + ", token " + l.Token), td(l.Error, "wrap err"))));
+}
+
 function dl(id, pairs) {
   const d = document.getElementById(id);
   d.replaceChildren();
@@ -174,6 +182,7 @@ function render(snap) {
   renderChanges(snap);
   if (!snap.status) return;
   renderMapping(snap);
+  renderDead(snap.status);
   renderEpochs(snap.status);
   renderSettings(snap);
 }
