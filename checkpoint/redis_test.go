@@ -35,6 +35,7 @@ type holder struct {
 	cursor  []uint64
 	taken   []map[uint64]bool // per shard: positions taken, unfinished
 	written []Mark
+	prior   []Mark // the index's marks when the holder opened the epoch
 	crashed bool
 }
 
@@ -72,11 +73,13 @@ func (m *model) remap(r int, tokenStep int64) {
 			m.seen, m.start = st.Current.N, slices.Clone(st.Current.Start)
 		}
 		from := st.From(k)
-		h := &holder{k: k, token: m.token, st: st, cursor: make([]uint64, len(m.log)), taken: make([]map[uint64]bool, len(m.log)), written: make([]Mark, len(m.log))}
+		h := &holder{k: k, token: m.token, st: st, cursor: make([]uint64, len(m.log)), taken: make([]map[uint64]bool, len(m.log)),
+			written: make([]Mark, len(m.log)), prior: make([]Mark, len(m.log))}
 		for s := range m.log {
 			h.cursor[s] = from[s].Lo
 			h.taken[s] = map[uint64]bool{}
 			h.written[s] = st.Current.Mark(s, k)
+			h.prior[s] = h.written[s]
 		}
 		m.hs = append(m.hs, h)
 	}
@@ -128,18 +131,22 @@ func mapKeys(m map[uint64]bool) func(func(uint64) bool) {
 	}
 }
 
-// mark is what the consumer's bookkeeping writes for h in shard s.
+// mark is what the consumer's bookkeeping writes for h in shard s: its
+// unfinished tasks, kept beyond what it has read by the index's mark when
+// it opened the epoch (Mark.KeepBeyond: a later term of the same index in
+// the same epoch, which has read less, must not drop what its predecessor
+// knew was done).
 func (m *model) mark(h *holder, s int) Mark {
 	ps := slices.Sorted(mapKeys(h.taken[s]))
 	next := transport.Offset(h.cursor[s])
 	if len(ps) == 0 {
-		return Mark{Low: next, High: next}
+		return Mark{Low: next, High: next}.KeepBeyond(h.prior[s])
 	}
 	mk := Mark{Low: transport.Offset(ps[0]), High: next}
 	for _, p := range ps[1:] {
 		mk.Undone = append(mk.Undone, transport.Offset(p))
 	}
-	return mk
+	return mk.KeepBeyond(h.prior[s])
 }
 
 func (m *model) write(h *holder) error {

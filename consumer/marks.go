@@ -77,40 +77,6 @@ func (s *shardTrack) mark() checkpoint.Mark {
 	return m
 }
 
-// keepBeyond keeps what prior, the mark of this index in this epoch when
-// the term opened it (a former term's, this worker's or another's), says
-// of the positions m has not read yet: a write replaces the mark, and a
-// term that has read less than its predecessor would otherwise drop the
-// knowledge that the tasks up to prior.High were done, and the next epoch
-// would do them again.
-func keepBeyond(m, prior checkpoint.Mark) checkpoint.Mark {
-	if !m.High.Less(prior.High) {
-		return m
-	}
-	// prior's unfinished positions not read yet: its Low (not done) and
-	// its Undone, from m.High on.
-	var extra []transport.Position
-	if !prior.Low.Less(m.High) {
-		extra = append(extra, prior.Low)
-	}
-	for _, u := range prior.Undone {
-		if !u.Less(m.High) {
-			extra = append(extra, u)
-		}
-	}
-	out := checkpoint.Mark{Low: m.Low, High: prior.High, Undone: slices.Clip(m.Undone)}
-	if m.Low == m.High { // nothing unfinished read: the first unfinished is prior's
-		if len(extra) == 0 {
-			out.Low = prior.High
-			out.Undone = nil
-			return out
-		}
-		out.Low, extra = extra[0], extra[1:]
-	}
-	out.Undone = append(out.Undone, extra...)
-	return out
-}
-
 func sameMark(a, b checkpoint.Mark) bool {
 	return a.Low == b.Low && a.High == b.High && slices.Equal(a.Undone, b.Undone)
 }
@@ -183,7 +149,7 @@ func (tr *term) writeMarks() error {
 		}
 		m := sh.mark()
 		if tr.st != nil && tr.st.Current != nil {
-			m = keepBeyond(m, tr.st.Current.Mark(s, tr.a.Index))
+			m = m.KeepBeyond(tr.st.Current.Mark(s, tr.a.Index))
 		}
 		if !sameMark(m, sh.written) {
 			marks[s] = m

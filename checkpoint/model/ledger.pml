@@ -194,7 +194,7 @@ inline isDone(p) {
 	}
 }
 
-/* go: shardTrack.mark, then keepBeyond(m, prior): the mark worker w writes */
+/* go: shardTrack.mark, then m.KeepBeyond(prior) (checkpoint/keepbeyond.go): the mark worker w writes */
 inline mark(w) {
 	if
 	:: unf[w] == 0 -> mLow = next[w]; mHigh = next[w]; mUnd = 0
@@ -211,7 +211,7 @@ inline mark(w) {
 #ifndef BUG_NOKEEP
 	if
 	:: mHigh < prHigh[w] ->
-		/* go: keepBeyond: prior's unfinished positions not read yet */
+		/* go: KeepBeyond: prior's unfinished positions not read yet */
 		extra = 0;
 		if :: prLow[w] >= mHigh -> extra = BIT(prLow[w]) :: else -> skip fi;
 		for (p : mHigh .. L) { if :: prUnd[w] & BIT(p) -> extra = extra | BIT(p) :: else -> skip fi }

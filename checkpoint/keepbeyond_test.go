@@ -1,9 +1,8 @@
-package consumer
+package checkpoint
 
 import (
 	"testing"
 
-	"github.com/nandi-go/nandi/checkpoint"
 	"github.com/nandi-go/nandi/transport"
 	"pgregory.net/rapid"
 )
@@ -21,7 +20,7 @@ func TestKeepBeyond(t *testing.T) {
 		low := rapid.IntRange(0, 20).Draw(t, "low")
 		high := rapid.IntRange(low, n).Draw(t, "high")
 		doneBefore := make([]bool, n)
-		prior := checkpoint.Mark{Low: transport.Offset(uint64(low)), High: transport.Offset(uint64(high))}
+		prior := Mark{Low: transport.Offset(uint64(low)), High: transport.Offset(uint64(high))}
 		for p := range low {
 			doneBefore[p] = true
 		}
@@ -42,14 +41,14 @@ func TestKeepBeyond(t *testing.T) {
 				}
 			}
 		}
-		m := checkpoint.Mark{Low: transport.Offset(uint64(next)), High: transport.Offset(uint64(next))}
+		m := Mark{Low: transport.Offset(uint64(next)), High: transport.Offset(uint64(next))}
 		if len(unfinished) > 0 {
 			m.Low = transport.Offset(uint64(unfinished[0]))
 			for _, p := range unfinished[1:] {
 				m.Undone = append(m.Undone, transport.Offset(uint64(p)))
 			}
 		}
-		got := keepBeyond(m, prior)
+		got := m.KeepBeyond(prior)
 		for p := range n {
 			if got.Done(transport.Offset(uint64(p))) && !done[p] {
 				t.Fatalf("position %d called done, and it is not (merged %+v from %+v and %+v)", p, got, m, prior)
