@@ -7,6 +7,7 @@ import (
 	"runtime/debug"
 	"time"
 
+	"github.com/nandi-go/nandi/internal/backoff"
 	"github.com/nandi-go/nandi/transport"
 )
 
@@ -72,19 +73,23 @@ func (tr *term) failed(w *worker, t *task, err error) (out outcome, attached boo
 	f := t.failures()
 	f.attempts++
 	f.lastErr = err
+	f.ctx = tr.ctx
+	if t.err == nil { // the handler ran: report with what it said
+		f.ctx = w.reported(tr.ctx)
+	}
 	tr.stats.failed.Add(1)
 	tr.noteFailure(t, err)
-	if tr.opts.OnError != nil {
+	if tr.opts.OnError != nil || tr.opts.OnErrorContext != nil {
 		if _, attached = tr.invoke(w, t, callOnError); !attached {
 			return 0, false
 		}
 	}
 	if !IsPermanent(err) && (tr.opts.MaxAttempts == 0 || f.attempts < tr.opts.MaxAttempts) {
-		f.backoff = tr.nextBackoff(f.backoff)
+		f.backoff = tr.retryDelay(f.attempts, err)
 		return outRetry, true
 	}
 	if tr.opts.DeadLetter == nil { // only a permanent failure gets here
-		tr.log.Warn("task skipped: it cannot succeed and there is no DeadLetter",
+		tr.log.WarnContext(f.ctx, "task skipped: it cannot succeed and there is no DeadLetter",
 			"key", t.m.Key, "shard", t.shard, "position", t.pos.String(), "err", err)
 		return outSkipped, true
 	}
@@ -103,24 +108,39 @@ func (tr *term) deadLetter(w *worker, t *task) (out outcome, attached bool) {
 	}
 	if err != nil {
 		if tr.deadLettering.fail() {
-			tr.log.Warn("dead letters failing; retrying", "key", t.m.Key, "err", err)
+			tr.log.WarnContext(t.f.ctx, "dead letters failing; retrying", "key", t.m.Key, "err", err)
 		}
-		t.f.backoff = tr.nextBackoff(t.f.backoff)
+		t.f.dlTries++
+		t.f.backoff = backoff.Delay(t.f.dlTries, tr.opts.RetryMin, tr.opts.RetryMax)
 		return outRetry, true
 	}
 	if n, lasted, ok := tr.deadLettering.end(); ok {
-		tr.log.Info("dead letters recovered", "failures", n, "after", lasted)
+		tr.log.InfoContext(t.f.ctx, "dead letters recovered", "failures", n, "after", lasted)
 	}
-	tr.log.Info("task dead-lettered", "key", t.m.Key, "shard", t.shard, "position", t.pos.String(),
+	tr.log.InfoContext(t.f.ctx, "task dead-lettered", "key", t.m.Key, "shard", t.shard, "position", t.pos.String(),
 		"attempts", t.f.attempts, "err", t.f.lastErr)
 	return outDeadLettered, true
 }
 
-func (sh *shared) nextBackoff(b time.Duration) time.Duration {
-	if b == 0 {
-		return sh.opts.RetryMin
+// retryDelay is the wait before the attempt after the attempt-th failed
+// one: Options.RetryDelay's, or backoff.Delay's between RetryMin and
+// RetryMax (full jitter). A panic in RetryDelay is recovered and counted,
+// and the default used.
+func (sh *shared) retryDelay(attempt int, err error) (d time.Duration) {
+	if sh.opts.RetryDelay != nil {
+		var perr error
+		d = sh.callRetryDelay(attempt, err, &perr)
+		if perr == nil {
+			return max(d, 0)
+		}
+		sh.log.Warn("RetryDelay panicked; using the default backoff", "err", perr)
 	}
-	return min(2*b, sh.opts.RetryMax)
+	return backoff.Delay(attempt, sh.opts.RetryMin, sh.opts.RetryMax)
+}
+
+func (sh *shared) callRetryDelay(attempt int, err error, perr *error) time.Duration {
+	defer sh.recoverInto(perr, "RetryDelay")
+	return sh.opts.RetryDelay(attempt, err)
 }
 
 // errGateClosed says the term's drain began before the call could enter:
@@ -160,7 +180,7 @@ func (tr *term) invoke(w *worker, t *task, what userCall) (err error, attached b
 	switch what {
 	case callHandler:
 		start := time.Now()
-		err = tr.callHandler(tr.ctx, t.m)
+		err = tr.callHandler(w, t.m)
 		tr.handling.Observe(time.Since(start))
 	case callOnError:
 		tr.callOnError(t)
@@ -171,15 +191,17 @@ func (tr *term) invoke(w *worker, t *task, what userCall) (err error, attached b
 	tr.gate.Leave()
 	if !w.end() {
 		tr.overdue.Add(-1)
-		tr.log.Warn("overdue handler returned", "key", t.m.Key, "err", err)
+		tr.log.WarnContext(tr.ctx, "overdue handler returned", "key", t.m.Key, "err", err)
 		return nil, false
 	}
 	return err, true
 }
 
-func (sh *shared) callHandler(ctx context.Context, m *transport.Message) (err error) {
+// callHandler calls the handler on m with w's context.
+func (sh *shared) callHandler(w *worker, m *transport.Message) (err error) {
+	w.taskCtx.Store(nil)
 	defer sh.recoverInto(&err, "handler")
-	return sh.h(ctx, m)
+	return sh.h(w.ctx, m)
 }
 
 func (sh *shared) callDeadLetter(ctx context.Context, m *transport.Message, cause error) (err error) {
@@ -191,11 +213,16 @@ func (tr *term) callOnError(t *task) {
 	var err error
 	defer func() {
 		if err != nil {
-			tr.log.Warn("OnError panicked", "key", t.m.Key, "err", err, "stack", string(err.(*PanicError).Stack))
+			tr.log.WarnContext(t.f.ctx, "OnError panicked", "key", t.m.Key, "err", err, "stack", string(err.(*PanicError).Stack))
 		}
 	}()
 	defer tr.recoverInto(&err, "OnError")
-	tr.opts.OnError(t.m, t.f.attempts, t.f.lastErr)
+	if tr.opts.OnErrorContext != nil {
+		tr.opts.OnErrorContext(t.f.ctx, t.m, t.f.attempts, t.f.lastErr)
+	}
+	if tr.opts.OnError != nil {
+		tr.opts.OnError(t.m, t.f.attempts, t.f.lastErr)
+	}
 }
 
 // callID returns the task id of m by Options.ID, recovering a panic.
@@ -236,7 +263,7 @@ func (tr *term) noteFailure(t *task, err error) {
 		level, msg = slog.LevelError, "task failing: handler panicked"
 		attrs = append(attrs, "stack", string(pe.Stack))
 	}
-	tr.log.Log(context.Background(), level, msg, attrs...)
+	tr.log.Log(f.ctx, level, msg, attrs...)
 }
 
 // notFailing ends a task's part in the failing spell.
@@ -246,6 +273,6 @@ func (tr *term) notFailing(t *task) {
 	}
 	t.f.failing = false
 	if tr.failingTasks.Add(-1) == 0 {
-		tr.log.Info("no task failing")
+		tr.log.InfoContext(t.f.ctx, "no task failing")
 	}
 }

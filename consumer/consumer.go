@@ -50,6 +50,7 @@ type shared struct {
 	ledger   checkpoint.Store // nil when there is none (only a log needs one)
 	log      *slog.Logger
 	interval time.Duration // the lease's
+	group    string        // the lease's name
 
 	stats    stats
 	drains   hist.H
@@ -84,7 +85,7 @@ func New(lease *partition.Lease, src transport.Source, h Handler, opts Options) 
 	if err := opts.validate(lease.Margin(), lease.Interval()); err != nil {
 		return nil, err
 	}
-	sh := &shared{src: src, h: h, opts: opts, log: opts.Logger.With("group", lease.Name()), interval: lease.Interval(), ledger: opts.Checkpoints}
+	sh := &shared{src: src, h: h, opts: opts, log: opts.Logger.With("group", lease.Name()), interval: lease.Interval(), group: lease.Name(), ledger: opts.Checkpoints}
 	if sh.ledger == nil {
 		if cl := lease.Client(); cl != nil {
 			sh.ledger = checkpoint.NewRedis(cl, lease.Name())

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/nandi-go/nandi/partition"
+	"github.com/nandi-go/nandi/transport"
 )
 
 type assignmentKey struct{}
@@ -34,6 +35,34 @@ func withAssignment(ctx context.Context, a partition.Assignment) context.Context
 // (AssignmentFromContext), and for sinks called outside a consumer.
 func ContextWithAssignment(ctx context.Context, a partition.Assignment) context.Context {
 	return withAssignment(ctx, a)
+}
+
+type originKey struct{}
+
+// Origin is what a handler's context carries of where its task came from:
+// the group (the lease's name) and the source as it described itself
+// when the term began (transport.Info: its messaging system, its
+// destinations, its shards). Package tracing names its spans from it.
+type Origin struct {
+	Group  string
+	Source transport.Info
+}
+
+// OriginFromContext returns the Origin of a handler's (or DeadLetter's,
+// or OnErrorContext's) task; ok is false for a context that does not come
+// from a consumer.
+func OriginFromContext(ctx context.Context) (Origin, bool) {
+	o, ok := ctx.Value(originKey{}).(*Origin)
+	if !ok {
+		return Origin{}, false
+	}
+	return *o, true
+}
+
+// ContextWithOrigin returns ctx carrying o, as the consumer's context for
+// a handler does: for tests of handlers and middleware.
+func ContextWithOrigin(ctx context.Context, o Origin) context.Context {
+	return context.WithValue(ctx, originKey{}, &o)
 }
 
 type failureKey struct{}

@@ -51,7 +51,7 @@ func (tr *term) drain(shutdown bool) {
 			for _, t := range late {
 				keys = append(keys, t.m.Key)
 			}
-			tr.log.Warn("handlers overdue: still running after their term, their context ended; the next holder may run their tasks while they do",
+			tr.log.WarnContext(tr.ctx, "handlers overdue: still running after their term, their context ended; the next holder may run their tasks while they do",
 				"count", n, "keys", keys, "intake", intake)
 		}
 	}
@@ -73,7 +73,7 @@ func (tr *term) drain(shutdown bool) {
 		tr.keepAges()
 	}
 	tr.drains.Observe(time.Since(start))
-	tr.log.Info("drained", "took", time.Since(start))
+	tr.log.InfoContext(tr.ctx, "drained", "took", time.Since(start))
 }
 
 func btoi(b bool) int {

@@ -57,7 +57,7 @@ func (s *sched) runInline(ms []*transport.Message, offers []offer) bool {
 				}
 				started = time.Since(tr.base)
 			}
-			handlerErr = tr.callHandler(tr.ctx, o.m)
+			handlerErr = tr.callHandler(w, o.m)
 			tr.handling.Observe(time.Since(tr.base) - started)
 			if w.detached() {
 				return s.detachedReturn()

@@ -114,7 +114,7 @@ func (tr *term) readAhead(r transport.Reader) func() ([]*transport.Message, bool
 func (tr *term) fetched(err error) bool {
 	switch {
 	case err == nil:
-		tr.fetch.ok(tr.log, "fetch recovered")
+		tr.fetch.ok(tr.taking, tr.log, "fetch recovered")
 	case errors.Is(err, transport.ErrClosed):
 		return false
 	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled):
@@ -179,7 +179,7 @@ func (tr *term) filter(ms []*transport.Message) ([]offer, bool) {
 func (tr *term) noteBadShard(m *transport.Message) {
 	tr.stats.badShard.Add(1)
 	if tr.badShard.fail() {
-		tr.log.Warn("message from a shard the source did not describe, or was not asked to read; not taken (a transport bug)", "shard", m.Shard, "shards", len(tr.shards))
+		tr.log.WarnContext(tr.ctx, "message from a shard the source did not describe, or was not asked to read; not taken (a transport bug)", "shard", m.Shard, "shards", len(tr.shards))
 	}
 }
 

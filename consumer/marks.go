@@ -166,12 +166,12 @@ func (tr *term) writeMarks() error {
 	if err := tr.ledger.Write(ctx, w); err != nil {
 		tr.stats.checkpointFailures.Add(1)
 		if tr.writing.fail() {
-			tr.log.Warn("checkpoint writes failing", "err", err)
+			tr.log.WarnContext(tr.ctx, "checkpoint writes failing", "err", err)
 		}
 		return err
 	}
 	if n, lasted, ok := tr.writing.end(); ok {
-		tr.log.Info("checkpoint writes recovered", "failures", n, "after", lasted)
+		tr.log.InfoContext(tr.ctx, "checkpoint writes recovered", "failures", n, "after", lasted)
 	}
 	tr.stats.checkpoints.Add(1)
 	tr.mu.Lock()
@@ -200,7 +200,7 @@ func (tr *term) trim(ctx context.Context) {
 	}
 	for s := range st.Current.Start {
 		if err := tm.Trim(ctx, s, st.Current.Low(s)); err != nil {
-			tr.log.Warn("trim failed", "shard", s, "err", err)
+			tr.log.WarnContext(tr.ctx, "trim failed", "shard", s, "err", err)
 		}
 	}
 }

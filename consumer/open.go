@@ -26,7 +26,7 @@ func (tr *term) open() (transport.Reader, error) {
 	for {
 		rd, err := tr.openOnce()
 		if err == nil {
-			r.ok(tr.log, "opened")
+			r.ok(tr.taking, tr.log, "opened")
 			return rd, nil
 		}
 		if errors.Is(err, checkpoint.ErrStale) {
@@ -36,9 +36,9 @@ func (tr *term) open() (transport.Reader, error) {
 		var wait time.Duration
 		if errors.Is(err, checkpoint.ErrCorrupt) {
 			tr.stats.openFailures.Add(1)
-			wait = corrupt.failed(tr.log, "cannot serve the index held: the checkpoint ledger is corrupt; serving nothing of it, retrying while the term lasts", err)
+			wait = corrupt.failed(tr.taking, tr.log, "cannot serve the index held: the checkpoint ledger is corrupt; serving nothing of it, retrying while the term lasts", err)
 		} else {
-			wait = r.failed(tr.log, "cannot serve the index held: opening failed; retrying while the term lasts", err)
+			wait = r.failed(tr.taking, tr.log, "cannot serve the index held: opening failed; retrying while the term lasts", err)
 		}
 		if !sleep(tr.taking, wait) {
 			return nil, errTermOver
@@ -81,7 +81,7 @@ func (tr *term) openOnce() (transport.Reader, error) {
 	}
 	if len(req.Rewound) > 0 {
 		tr.stats.rewinds.Add(int64(len(req.Rewound)))
-		tr.log.Warn("the log went back below the checkpoints (deleted and created again?): reading those shards again from their start; nothing of the new log is skipped",
+		tr.log.WarnContext(tr.ctx, "the log went back below the checkpoints (deleted and created again?): reading those shards again from their start; nothing of the new log is skipped",
 			"shards", req.Rewound, "ends", info.Ends, "checkpoints", from)
 		if st, err = tr.ledger.Open(tr.taking, req); err != nil {
 			return nil, err
@@ -129,7 +129,7 @@ func (tr *term) subscribe() (transport.Reader, error) {
 	for {
 		rd, err := tr.src.(transport.ShardOpener).OpenShards(tr.taking, nil, read)
 		if err == nil {
-			r.ok(tr.log, "opened")
+			r.ok(tr.taking, tr.log, "opened")
 			tr.mu.Lock()
 			tr.shards = shards
 			tr.mu.Unlock()
@@ -156,7 +156,7 @@ func (sh *shared) seenEpoch() (int64, []transport.Position) {
 func (tr *term) noteLedger(req checkpoint.OpenRequest, st *checkpoint.State) {
 	if st.Lost || st.Behind {
 		tr.stats.ledgerLosses.Add(1)
-		tr.log.Warn("checkpoint ledger lost or behind: its store lost writes (eviction, flush, failover); work since may be done again, none is skipped",
+		tr.log.WarnContext(tr.ctx, "checkpoint ledger lost or behind: its store lost writes (eviction, flush, failover); work since may be done again, none is skipped",
 			"seen_epoch", req.Seen, "epoch", st.Current.N, "lost", st.Lost, "behind", st.Behind)
 	}
 	tr.seenMu.Lock()

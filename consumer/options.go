@@ -41,11 +41,21 @@ type Options struct {
 	ID func(m *transport.Message) (uint64, error)
 
 	// RetryMin and RetryMax bound the backoff between attempts of a failed
-	// task: it doubles from RetryMin (default 50ms) to RetryMax (default 5s,
-	// or RetryMin when that is longer). A task waiting to retry blocks its
-	// id only; no goroutine waits with it, and a drain does not wait for
-	// it.
+	// task. The wait after the n-th failure is drawn at random from
+	// [RetryMin, min(RetryMax, RetryMin×2^n)] ("full jitter": tasks that
+	// failed together, on every worker of a fleet, do not retry together);
+	// RetryMin defaults to 50ms, RetryMax to 5s (or RetryMin when that is
+	// longer). A task waiting to retry blocks its id only; no goroutine
+	// waits with it, and a drain does not wait for it.
 	RetryMin, RetryMax time.Duration
+
+	// RetryDelay, if set, returns the wait before retrying a task whose
+	// attempt-th attempt (1 for the first) failed with err, instead of the
+	// jittered backoff between RetryMin and RetryMax (asynq's
+	// RetryDelayFunc). A negative wait is 0; a panic is recovered, counted
+	// (Stats.Panics) and the default backoff used. It is called from the
+	// handler's goroutine; DeadLetter's own retries keep the default.
+	RetryDelay func(attempt int, err error) time.Duration
 
 	// MaxAttempts is the failure policy. 0 (the default): a failing task is
 	// retried for as long as the lease is held, and blocks the later tasks
@@ -66,6 +76,11 @@ type Options struct {
 	// OnError, if set, is called after every failed attempt, from the
 	// handler's goroutine; a panic in it is recovered and logged.
 	OnError func(m *transport.Message, attempt int, err error)
+	// OnErrorContext is OnError with the task's context: the handler's,
+	// as the handler gave it to SetTaskContext (package tracing does, so
+	// it carries the task's span), else the term's (with its assignment).
+	// When both are set, OnErrorContext is called first.
+	OnErrorContext func(ctx context.Context, m *transport.Message, attempt int, err error)
 
 	// StartAtEnd makes a group with no checkpoints start at the end of the
 	// log instead of its beginning (logs only).

@@ -37,10 +37,10 @@ func (tr *term) refill(t *task) (v verdict, at time.Time, ok bool) {
 		if tr.taking.Err() != nil {
 			return leave, time.Time{}, false
 		}
-		wait := tr.reread.failed(tr.log, "reading waiting tasks again failing; retrying", err, "shard", t.shard, "position", t.pos.String())
+		wait := tr.reread.failed(tr.taking, tr.log, "reading waiting tasks again failing; retrying", err, "shard", t.shard, "position", t.pos.String())
 		return again, time.Now().Add(wait), false
 	}
-	tr.reread.ok(tr.log, "fetch recovered")
+	tr.reread.ok(tr.taking, tr.log, "fetch recovered")
 	for i, m := range ms {
 		if m == nil || m.Shard != t.shard || m.Position != pos[i] {
 			m = transport.Gone(t.shard, pos[i], fmt.Sprintf("shard %d position %v (Reread returned another message: a transport bug)", t.shard, pos[i]))

@@ -6,12 +6,16 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/nandi-go/nandi/internal/backoff"
 )
 
 // Retries of the consumer's own I/O (describing or opening the source,
-// opening the ledger, fetching, reading waiting tasks again) back off from
-// retryFloor, doubling, to retryCeiling: quick after a blip, and at most
-// one try a second against a source that is down.
+// opening the ledger, fetching, reading waiting tasks again) back off with
+// full jitter (backoff.Delay) from retryFloor, the window doubling, to
+// retryCeiling: quick after a blip, about one try a second against a
+// source that is down, and a fleet that failed together does not retry
+// together.
 const (
 	retryFloor   = 10 * time.Millisecond
 	retryCeiling = time.Second
@@ -55,42 +59,44 @@ func (s *trouble) end() (failures int64, lasted time.Duration, ok bool) {
 }
 
 // retry is one loop's way of retrying the consumer's own I/O: every
-// failure counted, the first of a spell logged, and the wait doubling from
-// retryFloor to retryCeiling. The zero value is ready, with its spell and
-// counter set.
+// failure counted, the first of a spell logged, and the wait drawn by
+// backoff.Delay between retryFloor and retryCeiling. The zero value is
+// ready, with its spell and counter set.
 type retry struct {
-	spell   *trouble
-	count   *atomic.Int64
-	level   slog.Level // of the spell's first failure (Warn when zero)
-	backoff time.Duration
+	spell *trouble
+	count *atomic.Int64
+	level slog.Level // of the spell's first failure (Warn when zero)
+	tries int        // failures since the last success
 }
 
 // failed counts err, logs msg with it when it starts a spell, and returns
 // how long to wait before the next try.
-func (r *retry) failed(log *slog.Logger, msg string, err error, attrs ...any) time.Duration {
+// ctx is the context of the work that failed (its trace goes with the
+// log line).
+func (r *retry) failed(ctx context.Context, log *slog.Logger, msg string, err error, attrs ...any) time.Duration {
 	r.count.Add(1)
 	if r.spell.fail() {
 		level := r.level
 		if level == 0 {
 			level = slog.LevelWarn
 		}
-		log.Log(context.Background(), level, msg, append(attrs, "err", err)...)
+		log.Log(ctx, level, msg, append(attrs, "err", err)...)
 	}
-	r.backoff = min(max(2*r.backoff, retryFloor), retryCeiling)
-	return r.backoff
+	r.tries++
+	return backoff.Delay(r.tries, retryFloor, retryCeiling)
 }
 
 // wait is failed, then a sleep of that long; false when ctx ended first.
 func (r *retry) wait(ctx context.Context, log *slog.Logger, msg string, err error, attrs ...any) bool {
-	return sleep(ctx, r.failed(log, msg, err, attrs...))
+	return sleep(ctx, r.failed(ctx, log, msg, err, attrs...))
 }
 
 // ok ends the backoff, and the spell with an Info line (msg, with its
 // failures and how long it lasted) if there was one.
-func (r *retry) ok(log *slog.Logger, msg string) {
-	r.backoff = 0
+func (r *retry) ok(ctx context.Context, log *slog.Logger, msg string) {
+	r.tries = 0
 	if n, lasted, ok := r.spell.end(); ok {
-		log.Info(msg, "failures", n, "after", lasted)
+		log.InfoContext(ctx, msg, "failures", n, "after", lasted)
 	}
 }
 

@@ -124,7 +124,7 @@ func (c *Consumer) serve(runCtx, loop context.Context, t *partition.Term, info t
 		if why == "" || !t.Held() || loop.Err() != nil {
 			return
 		}
-		c.log.Info(why + "; opening the log again")
+		c.log.InfoContext(runCtx, why+"; opening the log again")
 	}
 }
 
@@ -152,7 +152,7 @@ func (c *Consumer) serveOnce(runCtx, loop context.Context, t *partition.Term, in
 	}
 	if err != nil {
 		if errors.Is(err, checkpoint.ErrStale) {
-			tr.log.Info("a newer mapping owns the checkpoints; the term is ending", "err", err)
+			tr.log.InfoContext(tr.ctx, "a newer mapping owns the checkpoints; the term is ending", "err", err)
 		}
 		tr.s.close()
 		tr.s.join()
@@ -164,7 +164,7 @@ func (c *Consumer) serveOnce(runCtx, loop context.Context, t *partition.Term, in
 	}
 	c.cur.Store(tr)
 	defer c.cur.CompareAndSwap(tr, nil)
-	tr.log.Info("serving")
+	tr.log.InfoContext(tr.ctx, "serving")
 	// Intake runs on its own goroutine: with Concurrency 1 it runs the
 	// handlers too, and one that outlives the term must not keep the drain
 	// from going on without it.
@@ -195,7 +195,7 @@ func (c *Consumer) describe(ctx context.Context) (transport.Info, bool) {
 	for {
 		info, err := c.src.Info(ctx)
 		if err == nil {
-			r.ok(c.log, "source described")
+			r.ok(ctx, c.log, "source described")
 			return info, true
 		}
 		c.unserved.Store(true)
@@ -213,7 +213,7 @@ func (c *Consumer) openPersistent(ctx context.Context) transport.Reader {
 	for {
 		rd, err := c.src.Open(ctx, nil)
 		if err == nil {
-			r.ok(c.log, "source opened")
+			r.ok(ctx, c.log, "source opened")
 			return rd
 		}
 		c.unserved.Store(true)
@@ -258,7 +258,7 @@ func (c *Consumer) discard(ctx context.Context, r transport.Reader) (*partition.
 		case ctx.Err() != nil:
 			return nil, ctx.Err()
 		case err == nil:
-			fetch.ok(c.log, "fetch recovered")
+			fetch.ok(ctx, c.log, "fetch recovered")
 		case !errors.Is(err, context.Canceled):
 			if !fetch.wait(ctx, c.log, "fetch failing; retrying", err) {
 				return nil, ctx.Err()

@@ -99,7 +99,7 @@ func (q *idQueue) pop() {
 func newSched(tr *term, concurrency, capacity int, reread bool, maxWaiting int) *sched {
 	s := &sched{
 		tr:         tr,
-		w0:         &worker{},
+		w0:         newWorker(tr.ctx),
 		byID:       make(map[uint64]*idQueue),
 		capacity:   capacity,
 		reread:     reread,
@@ -115,7 +115,7 @@ func newSched(tr *term, concurrency, capacity int, reread bool, maxWaiting int) 
 	s.wg.Add(1 + concurrency)
 	go s.timers()
 	for range concurrency {
-		w := &worker{}
+		w := newWorker(tr.ctx)
 		s.workers = append(s.workers, w)
 		go s.loop(w)
 	}

@@ -1,6 +1,7 @@
 package consumer
 
 import (
+	"context"
 	"time"
 
 	"github.com/nandi-go/nandi/transport"
@@ -33,10 +34,14 @@ type task struct {
 // used by the goroutine running its attempts.
 type failure struct {
 	attempts int
-	backoff  time.Duration
+	backoff  time.Duration // the wait before the next attempt
+	dlTries  int           // DeadLetter's failures in a row
 	lastErr  error
-	dead     bool // gone to the dead-letter path: DeadLetter is what is retried
-	failing  bool // counted in shared.failingTasks
+	// ctx is the context the last attempt is reported with: what its
+	// handler gave SetTaskContext (its trace), else the term's.
+	ctx     context.Context
+	dead    bool // gone to the dead-letter path: DeadLetter is what is retried
+	failing bool // counted in shared.failingTasks
 }
 
 // failures returns t's failure state, making it at the first failure.

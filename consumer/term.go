@@ -86,7 +86,7 @@ func newTerm(sh *shared, runCtx, loop context.Context, t *partition.Term, info t
 	}
 	tr.fetch = retry{spell: &sh.fetching, count: &sh.stats.fetchFailures}
 	tr.reread = retry{spell: &sh.fetching, count: &sh.stats.fetchFailures}
-	tr.ctx, tr.cancel = context.WithCancel(withAssignment(context.WithoutCancel(runCtx), a))
+	tr.ctx, tr.cancel = context.WithCancel(withAssignment(ContextWithOrigin(context.WithoutCancel(runCtx), Origin{Group: sh.group, Source: info}), a))
 	tr.taking, tr.stopTaking = context.WithCancel(loop)
 	_, reread := sh.src.(transport.Rereader)
 	tr.s = newSched(tr, sh.opts.Concurrency, sh.opts.MaxPending, reread && info.Log, sh.opts.MaxWaiting)

@@ -1,6 +1,9 @@
 package consumer
 
-import "sync/atomic"
+import (
+	"context"
+	"sync/atomic"
+)
 
 // worker is one goroutine that runs user code for a term: a scheduler
 // worker, or intake itself. While it runs user code it can be detached:
@@ -9,6 +12,58 @@ import "sync/atomic"
 type worker struct {
 	state atomic.Int32
 	task  atomic.Pointer[task] // the task of the attempt in progress (nil inline)
+
+	// ctx is the context of the worker's handler calls: the term's, and
+	// the worker, for SetTaskContext; made once per term.
+	ctx context.Context
+	// taskCtx is what the current handler call gave SetTaskContext, if
+	// anything (reset at each call).
+	taskCtx atomic.Pointer[context.Context]
+}
+
+func newWorker(termCtx context.Context) *worker {
+	w := &worker{}
+	w.ctx = &handlerCtx{Context: termCtx, w: w}
+	return w
+}
+
+type workerKey struct{}
+
+// handlerCtx is the context a worker's handler calls get: the term's
+// context, which it adds only the worker to.
+type handlerCtx struct {
+	context.Context
+	w *worker
+}
+
+func (c *handlerCtx) Value(key any) any {
+	if key == (workerKey{}) {
+		return c.w
+	}
+	return c.Context.Value(key)
+}
+
+// SetTaskContext makes ctx, derived from a handler's context, the context
+// the consumer reports the handler's current attempt with: the "task
+// failing" log lines (with slog's Context forms, so that a handler of
+// OpenTelemetry's slog bridge adds the trace to them), OnErrorContext and
+// DeadLetter's logs. Package tracing calls it with its span's context, so
+// that a failure is logged in the task's trace; a middleware of your own
+// can do the same. It does nothing for a context that is not a handler's
+// (or derived from one), and after the call has returned.
+func SetTaskContext(ctx context.Context) {
+	if w, ok := ctx.Value(workerKey{}).(*worker); ok {
+		w.taskCtx.Store(&ctx)
+	}
+}
+
+// reported returns the context to report the worker's last handler call
+// with: what it gave SetTaskContext, else def.
+func (w *worker) reported(def context.Context) context.Context {
+	if p := w.taskCtx.Load(); p != nil {
+		return *p
+	}
+	return def
 }
 
 const (

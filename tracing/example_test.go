@@ -42,7 +42,7 @@ func Example() {
 	send := tracing.Handler(func(ctx context.Context, m *transport.Message) error {
 		close(handled)
 		return nil
-	}, tracing.Options{Group: "mail-sender", TracerProvider: tp})
+	}, tracing.Options{TracerProvider: tp}) // the group, system and destination come from the consumer
 	c, _ := consumer.New(lease, outbox.Source(), send, consumer.Options{})
 	runCtx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -52,11 +52,18 @@ func Example() {
 	<-done
 
 	for _, s := range exp.GetSpans().Snapshots() {
-		if s.Name() == "nandi.task mail-sender" {
+		if s.Name() == "process memory" { // "process tasks" for a Redis stream named tasks
 			fmt.Println(s.Name(), "is a child of checkout:", s.Parent().SpanID() == span.SpanContext().SpanID())
+			for _, a := range s.Attributes() {
+				if a.Key == "messaging.consumer.group.name" || a.Key == "messaging.system" {
+					fmt.Println(a.Key, "=", a.Value.Emit())
+				}
+			}
 		}
 	}
 	_ = tp.Shutdown(context.Background())
 	// Output:
-	// nandi.task mail-sender is a child of checkout: true
+	// process memory is a child of checkout: true
+	// messaging.system = memory
+	// messaging.consumer.group.name = mail-sender
 }

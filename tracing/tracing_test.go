@@ -30,9 +30,14 @@ import (
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kfake"
 	_ "github.com/twmb/franz-go/pkg/kversion"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/baggage"
 	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/goleak"
 )
@@ -94,11 +99,19 @@ func traced(t *testing.T, src transport.Source, h consumer.Handler, publish func
 }
 
 // taskSpan finds the task's span and checks it is the producer's child
-// with the term's attributes.
+// with the term's attributes, named and described by OpenTelemetry's
+// messaging semantic conventions (the names are semconv's own constants,
+// so a misspelt key fails here).
 func taskSpan(t *testing.T, parent trace.SpanContext, spans []sdktrace.ReadOnlySpan) sdktrace.ReadOnlySpan {
+	return taskSpanOf(t, parent, spans, "", "")
+}
+
+// taskSpanOf is taskSpan for a source of the given messaging system and
+// destination ("" for any).
+func taskSpanOf(t *testing.T, parent trace.SpanContext, spans []sdktrace.ReadOnlySpan, system, dest string) sdktrace.ReadOnlySpan {
 	t.Helper()
 	for _, s := range spans {
-		if !strings.HasPrefix(s.Name(), "nandi.task") {
+		if !strings.HasPrefix(s.Name(), "process") {
 			continue
 		}
 		if s.Parent().SpanID() != parent.SpanID() || s.SpanContext().TraceID() != parent.TraceID() {
@@ -112,13 +125,30 @@ func taskSpan(t *testing.T, parent trace.SpanContext, spans []sdktrace.ReadOnlyS
 		for _, a := range s.Attributes() {
 			got[string(a.Key)] = a.Value.String()
 		}
-		for _, k := range []string{"nandi.group", "nandi.index", "nandi.replicas", "nandi.token", "nandi.key", "nandi.shard", "nandi.position"} {
-			if _, ok := got[k]; !ok {
+		for _, k := range []attribute.Key{
+			semconv.MessagingSystemKey, semconv.MessagingDestinationNameKey, semconv.MessagingOperationTypeKey,
+			semconv.MessagingOperationNameKey, semconv.MessagingConsumerGroupNameKey,
+			semconv.MessagingDestinationPartitionIDKey, semconv.MessagingMessageBodySizeKey,
+			tracing.AttrIndex, tracing.AttrReplicas, tracing.AttrToken, tracing.AttrKey,
+		} {
+			if _, ok := got[string(k)]; !ok {
 				t.Errorf("the span has no %s: %v", k, got)
 			}
 		}
-		if got["nandi.key"] != "42" || got["nandi.replicas"] != "1" {
-			t.Errorf("attributes %v; want key 42, replicas 1", got)
+		for _, k := range []attribute.Key{tracing.AttrGroup, tracing.AttrShard, tracing.AttrPosition} {
+			if _, ok := got[string(k)]; ok {
+				t.Errorf("the span still has %s, which semconv's names replace: %v", k, got)
+			}
+		}
+		if got["nandi.key"] != "42" || got["nandi.replicas"] != "1" || got[string(semconv.MessagingOperationTypeKey)] != "process" ||
+			got[string(semconv.MessagingMessageBodySizeKey)] != "5" || !strings.HasPrefix(got[string(semconv.MessagingConsumerGroupNameKey)], "traced-") {
+			t.Errorf("attributes %v; want key 42, replicas 1, operation type process, body size 5, the group", got)
+		}
+		if system != "" && got[string(semconv.MessagingSystemKey)] != system {
+			t.Errorf("messaging.system %q; want %q", got[string(semconv.MessagingSystemKey)], system)
+		}
+		if dest != "" && (got[string(semconv.MessagingDestinationNameKey)] != dest || s.Name() != "process "+dest) {
+			t.Errorf("span %q with destination %q; want \"process %s\"", s.Name(), got[string(semconv.MessagingDestinationNameKey)], dest)
 		}
 		return s
 	}
@@ -145,7 +175,7 @@ func TestSpanPerTaskOnEveryTransport(t *testing.T) {
 	t.Run("memory", func(t *testing.T) {
 		log := memory.NewLog(2)
 		parent, spans := traced(t, log.Source(), ok, func(k string, p []byte, h map[string]string) { log.AppendWithHeaders(k, p, h) })
-		taskSpan(t, parent, spans)
+		taskSpanOf(t, parent, spans, "memory", "")
 	})
 	t.Run("redisstream", func(t *testing.T) {
 		c := server(t).Client()
@@ -159,7 +189,7 @@ func TestSpanPerTaskOnEveryTransport(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
-		taskSpan(t, parent, spans)
+		taskSpanOf(t, parent, spans, "redis", "traced")
 	})
 	t.Run("natscore", func(t *testing.T) {
 		ns := natstest.Start(t)
@@ -178,7 +208,7 @@ func TestSpanPerTaskOnEveryTransport(t *testing.T) {
 				time.Sleep(50 * time.Millisecond)
 			}
 		})
-		taskSpan(t, parent, spans)
+		taskSpanOf(t, parent, spans, "nats", "traced")
 	})
 	t.Run("natsjs", func(t *testing.T) {
 		ns := natstest.Start(t)
@@ -198,7 +228,7 @@ func TestSpanPerTaskOnEveryTransport(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
-		taskSpan(t, parent, spans)
+		taskSpanOf(t, parent, spans, "nats", "T")
 	})
 	t.Run("kafkatopic", func(t *testing.T) {
 		kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, "traced"))
@@ -223,7 +253,13 @@ func TestSpanPerTaskOnEveryTransport(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
-		taskSpan(t, parent, spans)
+		s := taskSpanOf(t, parent, spans, "kafka", "traced")
+		for _, a := range s.Attributes() {
+			if a.Key == semconv.MessagingKafkaOffsetKey {
+				return
+			}
+		}
+		t.Errorf("a Kafka task's span has no %s", semconv.MessagingKafkaOffsetKey)
 	})
 	t.Run("watermillsub", func(t *testing.T) {
 		ps := gochannel.NewGoChannel(gochannel.Config{OutputChannelBuffer: 16}, watermill.NopLogger{})
@@ -240,7 +276,7 @@ func TestSpanPerTaskOnEveryTransport(t *testing.T) {
 				time.Sleep(50 * time.Millisecond)
 			}
 		})
-		taskSpan(t, parent, spans)
+		taskSpanOf(t, parent, spans, "watermill", "traced")
 	})
 }
 
@@ -272,5 +308,75 @@ func TestSpanRecordsErrorsAndPanics(t *testing.T) {
 	s = taskSpan(t, parent, spans)
 	if s.Status().Code != codes.Error || !strings.Contains(s.Status().Description, "panicked: boom") {
 		t.Errorf("status %v; want the panic recorded", s.Status())
+	}
+}
+
+// The application's global propagator is honoured when Options has none:
+// baggage set by a producer under a composite propagator reaches the
+// handler's context.
+func TestGlobalPropagatorIsHonoured(t *testing.T) {
+	prev := otel.GetTextMapPropagator()
+	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
+	defer otel.SetTextMapPropagator(prev)
+	member, _ := baggage.NewMember("tenant", "acme")
+	bag, _ := baggage.New(member)
+	headers := map[string]string{}
+	tracing.Inject(baggage.ContextWithBaggage(context.Background(), bag), headers, tracing.Options{})
+	if headers["baggage"] != "tenant=acme" {
+		t.Fatalf("Inject wrote %v; want the baggage header of the global propagator", headers)
+	}
+	var got string
+	h := tracing.Handler(func(ctx context.Context, m *transport.Message) error {
+		got = baggage.FromContext(ctx).Member("tenant").Value()
+		return nil
+	}, tracing.Options{})
+	if err := h(context.Background(), &transport.Message{Key: "1", Headers: headers}); err != nil {
+		t.Fatal(err)
+	}
+	if got != "acme" {
+		t.Errorf("the handler saw baggage tenant=%q; want acme", got)
+	}
+}
+
+// A failure is reported in the task's trace: OnErrorContext's context
+// carries the task's span (so do the consumer's "task failing" lines,
+// logged with the same context), a child of the producer's.
+func TestFailureIsReportedInTheTaskTrace(t *testing.T) {
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	defer func() { _ = tp.Shutdown(context.Background()) }()
+	log := memory.NewLog(1)
+	l, err := partition.New(server(t).Client(), partition.Options{Name: fmt.Sprintf("traced-%d", groups.Add(1)), Interval: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reported := make(chan trace.SpanContext, 1)
+	h := tracing.Handler(func(context.Context, *transport.Message) error { return errors.New("smtp: 451") }, tracing.Options{TracerProvider: tp})
+	c, err := consumer.New(l, log.Source(), h, consumer.Options{
+		MaxAttempts: 1, DeadLetter: func(context.Context, *transport.Message, error) error { return nil },
+		OnErrorContext: func(ctx context.Context, _ *transport.Message, _ int, _ error) {
+			reported <- trace.SpanContextFromContext(ctx)
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ret := make(chan error, 1)
+	go func() { ret <- c.Run(ctx) }()
+	defer func() { cancel(); <-ret }()
+	pctx, span := tp.Tracer("producer").Start(context.Background(), "produce")
+	headers := map[string]string{}
+	tracing.Inject(pctx, headers, tracing.Options{Propagator: propagation.TraceContext{}})
+	span.End()
+	log.AppendWithHeaders("42", []byte("hello"), headers)
+	var sc trace.SpanContext
+	select {
+	case sc = <-reported:
+	case <-time.After(15 * time.Second):
+		t.Fatal("the failure was not reported")
+	}
+	if sc.TraceID() != span.SpanContext().TraceID() || sc.SpanID() == span.SpanContext().SpanID() || !sc.IsValid() {
+		t.Errorf("OnErrorContext's span %v in trace %v; want the task's span in the producer's trace %v", sc.SpanID(), sc.TraceID(), span.SpanContext().TraceID())
 	}
 }

@@ -123,6 +123,27 @@ type Info struct {
 	// only the shards its lease can own ids in
 	// (partition.Assignment.ShardsOf), through ShardOpener.
 	Aligned bool
+
+	// System names the messaging system in OpenTelemetry's terms
+	// (messaging.system): "redis", "kafka", "nats", "watermill", "memory".
+	System string
+	// Destinations names what the source reads (messaging.destination.name):
+	// one name per shard (the streams of a sharded Redis source, the
+	// subjects of a sharded NATS core source), or one for every shard (a
+	// Kafka topic, a JetStream stream). Empty when there is no name.
+	Destinations []string
+}
+
+// Destination returns the name of shard's destination (see Destinations):
+// its own, else the one of every shard, else "".
+func (i Info) Destination(shard int) string {
+	switch {
+	case shard >= 0 && shard < len(i.Destinations):
+		return i.Destinations[shard]
+	case len(i.Destinations) > 0:
+		return i.Destinations[0]
+	}
+	return ""
 }
 
 // ShardOpener is implemented by sources that can read some of their shards

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nandi-go/nandi/internal/backoff"
 	"github.com/nandi-go/nandi/transport"
 	"github.com/segmentio/kafka-go"
 	"github.com/segmentio/kafka-go/sasl"
@@ -27,8 +28,14 @@ const (
 	DefaultBuffer = 1024
 	// DefaultBatch is the most messages one Fetch returns.
 	DefaultBatch = 512
-	// RetryWait is how long a partition reader waits after a fetch error.
+	// RetryWait is the shortest wait of a partition reader after a fetch
+	// error; the wait grows with each failure in a row, with full jitter
+	// (so that the readers of a fleet do not retry a broker together), up
+	// to RetryMaxWait.
 	RetryWait = 100 * time.Millisecond
+	// RetryMaxWait is the longest wait of a partition reader between
+	// failed fetches.
+	RetryMaxWait = 5 * time.Second
 )
 
 // Options configure a Source.
@@ -251,7 +258,7 @@ func (s *Source) Info(ctx context.Context) (transport.Info, error) {
 	for i, o := range next {
 		ends[i] = transport.Offset(uint64(max(o, 0)))
 	}
-	return transport.Info{Log: true, Shards: len(ps), Ends: ends, Aligned: s.opts.Aligned}, nil
+	return transport.Info{Log: true, Shards: len(ps), Ends: ends, Aligned: s.opts.Aligned, System: "kafka", Destinations: []string{s.topic}}, nil
 }
 
 // Open starts one reader per partition at from[p] (or the partition's first
@@ -313,19 +320,24 @@ type reader struct {
 }
 
 // pump moves one partition's messages into the shared channel, in order.
-// A fetch error is kept for Fetch to return, and retried after RetryWait.
+// A fetch error is kept for Fetch to return, and retried after a jittered
+// backoff from RetryWait to RetryMaxWait.
 func (r *reader) pump(ctx context.Context, kr *kafka.Reader) {
+	failures := 0
 	for {
 		m, err := kr.FetchMessage(ctx)
-		if err != nil {
+		if err == nil {
+			failures = 0
+		} else {
 			if ctx.Err() != nil {
 				return
 			}
 			r.s.errors.Add(1)
 			err = fmt.Errorf("kafkatopic: fetch %s/%d: %w", r.s.topic, kr.Config().Partition, err)
 			r.failed.Store(&err)
+			failures++
 			select {
-			case <-time.After(RetryWait):
+			case <-time.After(backoff.Delay(failures, RetryWait, RetryMaxWait)):
 				continue
 			case <-ctx.Done():
 				return

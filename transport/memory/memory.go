@@ -93,7 +93,7 @@ func (s *source) Info(context.Context) (transport.Info, error) {
 	for i, sh := range s.l.shards {
 		ends[i] = transport.Offset(uint64(len(sh)))
 	}
-	return transport.Info{Log: true, Shards: len(s.l.shards), Ends: ends, Aligned: s.l.aligned}, nil
+	return transport.Info{Log: true, Shards: len(s.l.shards), Ends: ends, Aligned: s.l.aligned, System: "memory", Destinations: []string{"memory"}}, nil
 }
 
 // maxBatch bounds one Fetch.

@@ -100,7 +100,7 @@ func (s *Source) SubjectFor(key string) string {
 // Info reports a source that is not a log and loses what arrives while
 // nobody reads; with Options.Shards, an aligned one of that many shards.
 func (s *Source) Info(context.Context) (transport.Info, error) {
-	return transport.Info{Shards: len(s.subjects), Lossy: true, Aligned: s.opts.Shards > 0}, nil
+	return transport.Info{Shards: len(s.subjects), Lossy: true, Aligned: s.opts.Shards > 0, System: "nats", Destinations: s.subjects}, nil
 }
 
 // Dropped counts the messages NATS dropped from this source's

@@ -193,7 +193,7 @@ func (s *Source) Info(ctx context.Context) (transport.Info, error) {
 		}
 		ends[i] = p.Next()
 	}
-	return transport.Info{Log: true, Shards: len(s.streams), Ends: ends, Aligned: !s.opts.Unaligned}, nil
+	return transport.Info{Log: true, Shards: len(s.streams), Ends: ends, Aligned: !s.opts.Unaligned, System: "redis", Destinations: s.streams}, nil
 }
 
 // Open starts reading each stream at from[shard] (its start without one).

@@ -58,7 +58,7 @@ func New(sub message.Subscriber, topic string, opts Options) (*Source, error) {
 // Info reports a source that is not a log; what arrives while the worker
 // holds nothing is dropped.
 func (s *Source) Info(context.Context) (transport.Info, error) {
-	return transport.Info{Shards: 1, Lossy: true}, nil
+	return transport.Info{Shards: 1, Lossy: true, System: "watermill", Destinations: []string{s.topic}}, nil
 }
 
 // Open subscribes; from is ignored.
