@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -14,43 +13,41 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-const resetUsage = `usage: nandi checkpoint reset -redis URL -group NAME -to WHERE [-streams S0,S1,...] [-dry-run]
-  WHERE is start (the log's beginning: everything is done again),
-  end (the log's end, with -streams: the group's Redis streams, in shard order),
-  time:2026-12-04T10:00:00Z (Redis Streams: the first entry at or after it),
-  or a position for every shard (1234-0), or one per shard (1234-0,987-0)
-The group must be stopped: every worker, and three intervals after the last.`
-
 // cmdCheckpoint runs nandi checkpoint's subcommands.
 func cmdCheckpoint(ctx context.Context, args []string, out, errOut io.Writer) int {
-	if len(args) == 0 || args[0] != "reset" {
-		fmt.Fprintln(errOut, resetUsage)
-		return 2
-	}
-	fs := flag.NewFlagSet("checkpoint reset", flag.ContinueOnError)
-	fs.SetOutput(errOut)
-	url := fs.String("redis", "", "the group's Redis, as a URL: "+urlForms)
+	return subcommand(ctx, "checkpoint", args, out, errOut, map[string]func(context.Context, []string, io.Writer, io.Writer) int{
+		"reset": cmdReset,
+	})
+}
+
+// cmdReset moves a stopped group's checkpoints. -to is start (the log's
+// beginning: everything is done again), end (the log's end, with
+// -streams: the group's Redis streams, in shard order),
+// time:2026-12-04T10:00:00Z (Redis Streams: the first entry at or after
+// it), or a position for every shard (1234-0), or one per shard
+// (1234-0,987-0). The group must be stopped: every worker, and three
+// intervals after the last.
+func cmdReset(ctx context.Context, args []string, out, errOut io.Writer) int {
+	fs := newFlags("checkpoint reset", out, errOut)
+	url := fs.redisURL("the group's Redis")
 	group := fs.String("group", "", "the group's name (partition.Options.Name)")
 	to := fs.String("to", "", "where every index starts again: start, end, time:RFC3339 or positions")
 	streams := fs.String("streams", "", "with -to end: the group's Redis streams, comma-separated, in shard order")
 	dry := fs.Bool("dry-run", false, "say what would be skipped or done again, and change nothing")
-	if err := fs.Parse(args[1:]); err != nil {
-		return 2
+	if code, ok := fs.parse(args); !ok {
+		return code
 	}
-	if *group == "" || *to == "" || fs.NArg() > 0 {
-		fmt.Fprintln(errOut, resetUsage)
-		return 2
+	if *group == "" || *to == "" {
+		return fs.usageError("-group and -to are required")
 	}
-	c, err := connect(ctx, *url)
-	if err != nil {
-		fmt.Fprintln(errOut, "nandi checkpoint reset:", err)
-		return 2
+	c, code := fs.connected(ctx, *url)
+	if c == nil {
+		return code
 	}
 	defer c.Close()
 	positions, err := resetTarget(ctx, c, *to, *streams)
 	if err != nil {
-		fmt.Fprintf(errOut, "nandi checkpoint reset: -to %s: %v\n%s\n", *to, err, resetUsage)
-		return 2
+		return fs.usageError("-to %s: %v (start, end with -streams, time:RFC3339, or positions)", *to, oneLine(err.Error()))
 	}
 	r, err := checkpoint.NewRedis(c, *group).Reset(ctx, positions, *dry)
 	if err != nil {

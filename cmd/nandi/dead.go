@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -14,22 +13,21 @@ import (
 	"github.com/nandi-go/nandi/transport/redisstream"
 )
 
-const deadUsage = `usage:
-  nandi dead list   -redis URL -group NAME [-stream DEAD] [-from ID] [-until ID] [-count N] [-json]
-  nandi dead replay -redis URL -group NAME [-stream DEAD] -to S0,S1,... [-unaligned] (-id ID,... | -from ID -until ID | -all)
-DEAD is the dead-letter stream (default {NAME}:dead, deadletter.Stream); -to the group's source
-streams in shard order: each task goes back to its key's stream and is deleted from DEAD.`
-
 // cmdDead runs nandi dead's subcommands.
 func cmdDead(ctx context.Context, args []string, out, errOut io.Writer) int {
-	if len(args) == 0 || (args[0] != "list" && args[0] != "replay") {
-		fmt.Fprintln(errOut, deadUsage)
-		return 2
-	}
-	sub := args[0]
-	fs := flag.NewFlagSet("dead "+sub, flag.ContinueOnError)
-	fs.SetOutput(errOut)
-	url := fs.String("redis", "", "the group's Redis, as a URL: "+urlForms)
+	return subcommand(ctx, "dead", args, out, errOut, map[string]func(context.Context, []string, io.Writer, io.Writer) int{
+		"list":   func(ctx context.Context, args []string, out, errOut io.Writer) int { return deadCmd(ctx, "list", args, out, errOut) },
+		"replay": func(ctx context.Context, args []string, out, errOut io.Writer) int { return deadCmd(ctx, "replay", args, out, errOut) },
+	})
+}
+
+// deadCmd runs nandi dead list or replay. DEAD is the dead-letter stream
+// (default {NAME}:dead, deadletter.Stream); replay's -to names the
+// group's source streams in shard order: each task goes back to its
+// key's stream and is deleted from DEAD.
+func deadCmd(ctx context.Context, sub string, args []string, out, errOut io.Writer) int {
+	fs := newFlags("dead "+sub, out, errOut)
+	url := fs.redisURL("the group's Redis")
 	group := fs.String("group", "", "the group's name (partition.Options.Name)")
 	stream := fs.String("stream", "", "the dead-letter stream (default {group}:dead)")
 	from := fs.String("from", "-", "the first entry ID")
@@ -40,20 +38,21 @@ func cmdDead(ctx context.Context, args []string, out, errOut io.Writer) int {
 	unaligned := fs.Bool("unaligned", false, "replay: the source streams are not aligned (redisstream.Options.Unaligned)")
 	ids := fs.String("id", "", "replay: the letters' entry IDs, comma-separated")
 	all := fs.Bool("all", false, "replay: every letter from -from to -until")
-	if err := fs.Parse(args[1:]); err != nil {
-		return 2
+	if code, ok := fs.parse(args); !ok {
+		return code
 	}
-	if *group == "" || fs.NArg() > 0 {
-		fmt.Fprintln(errOut, deadUsage)
-		return 2
+	if *group == "" {
+		return fs.usageError("-group is required")
+	}
+	if sub == "replay" && (*to == "" || (*ids == "" && !*all) || (*ids != "" && *all)) {
+		return fs.usageError("give -to, and either -id or -all (with -from and -until to bound it)")
 	}
 	if *stream == "" {
 		*stream = deadletter.Stream(*group)
 	}
-	c, err := connect(ctx, *url)
-	if err != nil {
-		fmt.Fprintf(errOut, "nandi dead %s: %v\n", sub, err)
-		return 2
+	c, code := fs.connected(ctx, *url)
+	if c == nil {
+		return code
 	}
 	defer c.Close()
 
@@ -83,11 +82,6 @@ func cmdDead(ctx context.Context, args []string, out, errOut io.Writer) int {
 		return 0
 	}
 
-	if *to == "" || (*ids == "" && !*all) || (*ids != "" && *all) {
-		fmt.Fprintln(errOut, "nandi dead replay: give -to, and either -id or -all (with -from and -until to bound it)")
-		fmt.Fprintln(errOut, deadUsage)
-		return 2
-	}
 	src, err := redisstream.NewSharded(c, strings.Split(*to, ","), redisstream.Options{Unaligned: *unaligned})
 	if err != nil {
 		fmt.Fprintln(errOut, "nandi dead replay:", err)

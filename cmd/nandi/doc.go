@@ -1,9 +1,26 @@
-// Command nandi inspects a running group and plans a new one.
+// Command nandi inspects and operates a running group, and plans a new
+// one.
 //
 //	nandi status -redis redis://localhost:6379 -group mail-sender [-json]
 //	nandi watch  -redis redis://localhost:6379 -group mail-sender
 //	nandi web    -redis redis://localhost:6379 [-addr 127.0.0.1:8080] [-group NAME] [-tls-cert F -tls-key F | -tls-proxy]
 //	nandi plan   -interval 5s -gap 0.125 -rtt 2ms -jitter 1ms -workers 200 [-redis URL]
+//	nandi pause|resume, nandi dead list|replay, nandi checkpoint reset, nandi version
+//
+// nandi help lists every command; nandi help COMMAND (or nandi COMMAND -h)
+// shows its flags. The conventions are those of every Unix tool: help
+// goes to stdout and exits 0; a usage error (an unknown command or flag,
+// an argument left over, a bad value, a required flag missing) is said on
+// stderr with the command's synopsis and exits 2; a failure (Redis
+// unreachable, a refused change, a plan that does not fit) is one line on
+// stderr and exits 1. -redis defaults to $NANDI_REDIS_URL, else
+// $REDIS_URL; a host:port where a URL goes is answered with "did you mean
+// redis://host:port?". A Redis that does not answer a PING within 5s (one
+// dial retry) is reported in one line, "cannot reach Redis at ADDR: ...",
+// without go-redis's own log lines. SIGTERM ends watch and web as ^C
+// does (exit 0), for a pod being stopped. status of a group nothing is
+// known of says so in one line (exit 1); a stopped group (no lease state)
+// still shows its checkpoints, workers' last records and dead letters.
 //
 // status prints the group's settings, the counts of the intervals its hash
 // keeps, the store generation, the workers (their presence records: what
@@ -30,7 +47,7 @@
 // costs (time to a first lease, stand-down per change, spacing of
 // registrations) and whether the network fits inside the gap; with -redis
 // it measures the round trip itself. It exits 1 on a verdict of FAIL, 2 on
-// bad usage.
+// settings no lease accepts.
 //
 // -redis takes a server, a Redis Cluster or Sentinels, in go-redis's URL
 // forms:

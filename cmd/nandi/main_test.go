@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -19,7 +21,19 @@ import (
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binPath != "" {
+		_ = os.RemoveAll(filepath.Dir(binPath))
+	}
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
 
 func nandi(t *testing.T, ctx context.Context, args ...string) (int, string, string) {
 	t.Helper()
@@ -143,8 +157,8 @@ func TestPlan(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "verdict: OK") || strings.Contains(out, "swap") {
 		t.Errorf("jitter wider than the spacing, inside the gap (indexes are kept whatever the order): exit %d\n%s", code, out)
 	}
-	if code, _, errOut := nandi(t, ctx, "plan", "-gap", "0.5"); code != 1 || !strings.Contains(errOut, "Gap") {
-		t.Errorf("an invalid gap: exit %d, %q; want 1 and the option's error", code, errOut)
+	if code, _, errOut := nandi(t, ctx, "plan", "-gap", "0.5"); code != 2 || !strings.Contains(errOut, "Gap") {
+		t.Errorf("an invalid gap: exit %d, %q; want 2 (a usage error) and the option's error", code, errOut)
 	}
 	s := redistest.Start(t)
 	code, out, errOut := nandi(t, ctx, "plan", "-redis", "redis://"+s.Addr(), "-workers", "50")

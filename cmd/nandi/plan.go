@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"slices"
@@ -148,43 +147,40 @@ func meanOfRows(rows []ShardRow) float64 {
 }
 
 func cmdPlan(ctx context.Context, args []string, out, errOut io.Writer) int {
-	fs := flag.NewFlagSet("plan", flag.ContinueOnError)
-	fs.SetOutput(errOut)
+	fs := newFlags("plan", out, errOut)
 	iv := fs.Duration("interval", partition.DefaultInterval, "partition.Options.Interval")
 	gap := fs.Float64("gap", partition.DefaultGap, "partition.Options.Gap")
 	workers := fs.Int("workers", 10, "workers in the group")
 	rtt := fs.Duration("rtt", time.Millisecond, "round trip to the group's Redis (measured with -redis)")
 	jitter := fs.Duration("jitter", 0, "how much later than usual a round trip can be (p99 - p50; measured with -redis)")
-	url := fs.String("redis", "", "measure rtt and jitter against this Redis (100 PINGs) instead of taking them from the flags")
+	url := fs.String("redis", "", "measure rtt and jitter against this Redis (100 PINGs) instead of taking them from the flags (not taken from the environment)")
 	shards := fs.Int("shards", 0, "an aligned log of this many shards: print the read amplification of groups of 1..-workers, and suggest a shard count")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if code, ok := fs.parse(args); !ok {
+		return code
 	}
 	if err := (partition.Options{Name: "plan", Interval: *iv, Gap: *gap}).Validate(); err != nil {
-		fmt.Fprintln(errOut, "nandi plan: FAIL:", err)
-		return 1
+		return fs.usageError("%v", err) // settings no lease accepts: a bad value, not a plan that fails
 	}
 	if *workers < 1 {
-		fmt.Fprintln(errOut, "nandi plan: -workers must be at least 1")
-		return 2
+		return fs.usageError("-workers must be at least 1")
 	}
 	if *shards < 0 || *shards > 65536 {
-		fmt.Fprintln(errOut, "nandi plan: -shards must be from 1 to 65536 (0: no shard plan)")
-		return 2
+		return fs.usageError("-shards must be from 1 to 65536 (0: no shard plan)")
+	}
+	if *rtt < 0 || *jitter < 0 {
+		return fs.usageError("-rtt and -jitter must not be negative")
 	}
 	if *url != "" {
-		c, err := connect(ctx, *url)
-		if err != nil {
-			fmt.Fprintln(errOut, "nandi plan:", err)
-			return 2
+		c, code := fs.connected(ctx, *url)
+		if c == nil {
+			return code
 		}
 		defer c.Close()
 		var rtts []time.Duration
 		for range 100 {
 			start := time.Now()
 			if err := c.Ping(ctx).Err(); err != nil {
-				fmt.Fprintln(errOut, "nandi plan: measuring the round trip:", err)
-				return 1
+				return fs.failed(fmt.Errorf("measuring the round trip: %w", err))
 			}
 			rtts = append(rtts, time.Since(start))
 		}
@@ -197,7 +193,7 @@ func cmdPlan(ctx context.Context, args []string, out, errOut io.Writer) int {
 		printShardPlan(out, *shards, *workers)
 	}
 	if p.Verdict == "FAIL" {
-		return 1
+		return exitFailed
 	}
-	return 0
+	return exitOK
 }

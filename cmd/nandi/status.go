@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"sort"
@@ -43,6 +42,17 @@ type Status struct {
 	// Workers are the presence records of the group's workers (package
 	// presence), holders first by index.
 	Workers []presence.Record `json:"workers"`
+	// NoLease is true when the group has no lease state: no worker has
+	// registered in the last 10 intervals (stopped, or never started);
+	// Interval and the fields of the lease are then zero.
+	NoLease bool `json:"no_lease,omitempty"`
+}
+
+// Unknown reports whether nothing of the group is on this Redis: no
+// lease state, checkpoints, workers, pause or dead letters (a misspelt
+// -group, or another database).
+func (s *Status) Unknown() bool {
+	return s.NoLease && len(s.Epochs) == 0 && s.LedgerError == "" && len(s.Workers) == 0 && s.Paused == nil && s.Dead == 0
 }
 
 // Count is one interval's registrations.
@@ -69,11 +79,14 @@ type EpochStatus struct {
 // master, through the packages that own the key layouts.
 func readStatus(ctx context.Context, c redis.UniversalClient, group string) (*Status, error) {
 	g, err := partition.ReadGroup(ctx, c, group)
-	if err != nil {
+	switch {
+	case errors.Is(err, partition.ErrNoGroup):
+		g = &partition.Group{} // stopped, or never started: the rest may still be there
+	case err != nil:
 		return nil, err
 	}
 	s := &Status{Group: group, Interval: g.Interval, Gap: g.Gap, ServerTime: g.ServerTime, Current: g.Current,
-		Offset: g.Offset, Generation: g.Generation}
+		Offset: g.Offset, Generation: g.Generation, NoLease: g.Interval == 0}
 	for _, x := range g.Counts {
 		s.Counts = append(s.Counts, Count{Interval: x.Interval, Count: x.Count, Closed: x.Closed})
 	}
@@ -116,9 +129,13 @@ func readStatus(ctx context.Context, c redis.UniversalClient, group string) (*St
 func printStatus(w io.Writer, s *Status) {
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "group\t%s\n", s.Group)
-	fmt.Fprintf(tw, "settings\tinterval %v, gap %g (%v)\n", s.Interval, s.Gap, partition.Margin(s.Interval, s.Gap))
-	fmt.Fprintf(tw, "server time\t%s, interval %d at %v\n", s.ServerTime.Format(time.RFC3339Nano), s.Current, s.Offset)
-	fmt.Fprintf(tw, "generation\t%s\n", s.Generation)
+	if s.NoLease {
+		fmt.Fprintf(tw, "lease\tnone: no worker has registered in the last 10 intervals (the group is stopped)\n")
+	} else {
+		fmt.Fprintf(tw, "settings\tinterval %v, gap %g (%v)\n", s.Interval, s.Gap, partition.Margin(s.Interval, s.Gap))
+		fmt.Fprintf(tw, "server time\t%s, interval %d at %v\n", s.ServerTime.Format(time.RFC3339Nano), s.Current, s.Offset)
+		fmt.Fprintf(tw, "generation\t%s\n", s.Generation)
+	}
 	if s.Dead > 0 {
 		fmt.Fprintf(tw, "dead letters\t%d in %s (nandi dead list)\n", s.Dead, deadletter.Stream(s.Group))
 	}
@@ -127,6 +144,11 @@ func printStatus(w io.Writer, s *Status) {
 	}
 	tw.Flush()
 	fmt.Fprintln(w)
+	if s.NoLease {
+		printWorkers(w, s)
+		printEpochs(w, s)
+		return
+	}
 	tw = tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "INTERVAL\tREGISTERED\tSTATE")
 	for _, c := range s.Counts {
@@ -139,6 +161,11 @@ func printStatus(w io.Writer, s *Status) {
 	tw.Flush()
 	fmt.Fprintln(w)
 	printWorkers(w, s)
+	printEpochs(w, s)
+}
+
+// printEpochs prints the group's checkpoints, or why there are none.
+func printEpochs(w io.Writer, s *Status) {
 	if s.LedgerError != "" {
 		fmt.Fprintf(w, "\ncheckpoints unreadable: %s\n", clean(s.LedgerError))
 		return
@@ -148,7 +175,7 @@ func printStatus(w io.Writer, s *Status) {
 		return
 	}
 	fmt.Fprintln(w)
-	tw = tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "EPOCH\tREPLICAS\tTOKEN\tSHARD/INDEX\tPOSITION")
 	for _, e := range s.Epochs {
 		keys := make([]string, 0, len(e.Positions))
@@ -179,39 +206,43 @@ func printStatus(w io.Writer, s *Status) {
 	tw.Flush()
 }
 
-// groupArgs parses -redis, -group and -json and connects; on failure it
-// has printed why and returns the exit code.
-func groupArgs(ctx context.Context, cmd string, args []string, errOut io.Writer) (c redis.UniversalClient, group string, asJSON bool, code int) {
-	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
-	fs.SetOutput(errOut)
-	url := fs.String("redis", "", "the group's Redis, as a URL: "+urlForms)
-	g := fs.String("group", "", "the group's name (partition.Options.Name)")
-	j := fs.Bool("json", false, "print JSON instead of a table")
-	if err := fs.Parse(args); err != nil {
-		return nil, "", false, 2
+// groupArgs parses -redis, -group (and -json, when withJSON) and
+// connects; on failure it has said why and returns the exit code (0 after
+// help).
+func groupArgs(ctx context.Context, f *flags, args []string, withJSON bool) (c redis.UniversalClient, group string, asJSON bool, code int) {
+	url := f.redisURL("the group's Redis")
+	g := f.String("group", "", "the group's name (partition.Options.Name)")
+	var j *bool
+	if withJSON {
+		j = f.Bool("json", false, "print JSON instead of a table")
+	}
+	if code, ok := f.parse(args); !ok {
+		return nil, "", false, code
 	}
 	if *g == "" {
-		fmt.Fprintf(errOut, "nandi %s: -group is required\n", cmd)
-		return nil, "", false, 2
+		return nil, "", false, f.usageError("-group is required")
 	}
-	c, err := connect(ctx, *url)
-	if err != nil {
-		fmt.Fprintf(errOut, "nandi %s: %v\n", cmd, err)
-		return nil, "", false, 2
+	c, code = f.connected(ctx, *url)
+	if c == nil {
+		return nil, "", false, code
 	}
-	return c, *g, *j, 0
+	return c, *g, j != nil && *j, exitOK
 }
 
 func cmdStatus(ctx context.Context, args []string, out, errOut io.Writer) int {
-	c, group, asJSON, code := groupArgs(ctx, "status", args, errOut)
+	f := newFlags("status", out, errOut)
+	c, group, asJSON, code := groupArgs(ctx, f, args, true)
 	if c == nil {
 		return code
 	}
 	defer c.Close()
 	s, err := readStatus(ctx, c, group)
 	if err != nil {
-		fmt.Fprintln(errOut, "nandi status:", err)
-		return 1
+		return f.failed(err)
+	}
+	if s.Unknown() {
+		fmt.Fprintf(errOut, "nandi status: no group %q on this Redis: no worker has registered, and it has no checkpoints, pause or dead letters (check -group, and -redis's database)\n", group)
+		return exitFailed
 	}
 	if asJSON {
 		enc := json.NewEncoder(out)
@@ -226,7 +257,8 @@ func cmdStatus(ctx context.Context, args []string, out, errOut io.Writer) int {
 // cmdWatch prints one line per interval, just after it closes: its count,
 // the one before, and the current epoch.
 func cmdWatch(ctx context.Context, args []string, out, errOut io.Writer) int {
-	c, group, _, code := groupArgs(ctx, "watch", args, errOut)
+	f := newFlags("watch", out, errOut)
+	c, group, _, code := groupArgs(ctx, f, args, false)
 	if c == nil {
 		return code
 	}
@@ -240,9 +272,15 @@ func cmdWatch(ctx context.Context, args []string, out, errOut io.Writer) int {
 			return 0
 		}
 		wait := time.Second
-		if err != nil {
-			fmt.Fprintln(out, time.Now().UTC().Format("2006-01-02T15:04:05.000Z"), " ", err)
-		} else {
+		switch {
+		case err != nil:
+			fmt.Fprintln(errOut, time.Now().UTC().Format("2006-01-02T15:04:05.000Z"), " nandi watch:", oneLine(err.Error()))
+		case s.NoLease:
+			if last != -1 { // once per spell
+				fmt.Fprintf(errOut, "%s  nandi watch: no worker of group %q has registered in the last 10 intervals; waiting for one\n", time.Now().UTC().Format("2006-01-02T15:04:05.000Z"), group)
+			}
+			last = -1
+		default:
 			if s.Current != last {
 				last = s.Current
 				var cnt, prev int

@@ -357,17 +357,16 @@ func loopback(addr string) bool {
 
 // cmdWeb serves the pages until ctx ends.
 func cmdWeb(ctx context.Context, args []string, out, errOut io.Writer) int {
-	fs := flag.NewFlagSet("web", flag.ContinueOnError)
-	fs.SetOutput(errOut)
-	rawURL := fs.String("redis", "", "the groups' Redis, as a URL: "+urlForms)
+	fs := newFlags("web", out, errOut)
+	rawURL := fs.redisURL("the groups' Redis")
 	addr := fs.String("addr", "127.0.0.1:8080", "listen address; beyond localhost it needs -token")
 	group := fs.String("group", "", "open this group's page at /")
 	token := fs.String("token", os.Getenv(EnvWebToken), "require this bearer token (default $"+EnvWebToken+"; prefer the variable: a flag's value is visible to every user of the machine in ps)")
 	cert := fs.String("tls-cert", "", "serve HTTPS with this certificate (PEM; with -tls-key)")
 	key := fs.String("tls-key", "", "the certificate's private key (PEM)")
 	tlsProxy := fs.Bool("tls-proxy", false, "a proxy in front (an ingress) terminates TLS: mark the token's cookie Secure")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if code, ok := fs.parse(args); !ok {
+		return code
 	}
 	fs.Visit(func(f *flag.Flag) {
 		if f.Name == "token" {
@@ -375,23 +374,19 @@ func cmdWeb(ctx context.Context, args []string, out, errOut io.Writer) int {
 		}
 	})
 	if (*cert == "") != (*key == "") {
-		fmt.Fprintln(errOut, "nandi web: -tls-cert and -tls-key go together: give both to serve HTTPS, or neither")
-		return 2
+		return fs.usageError("-tls-cert and -tls-key go together: give both to serve HTTPS, or neither")
 	}
 	if !loopback(*addr) && *token == "" {
-		fmt.Fprintf(errOut, "nandi web: -addr %s listens beyond localhost: set -token (or %s) so that only those who have it can read the fleet\n", *addr, EnvWebToken)
-		return 2
+		return fs.usageError("-addr %s listens beyond localhost: set -token (or %s) so that only those who have it can read the fleet", *addr, EnvWebToken)
 	}
-	c, err := connect(ctx, *rawURL)
-	if err != nil {
-		fmt.Fprintln(errOut, "nandi web:", err)
-		return 2
+	c, code := fs.connected(ctx, *rawURL)
+	if c == nil {
+		return code
 	}
 	defer c.Close()
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
-		fmt.Fprintln(errOut, "nandi web:", err)
-		return 1
+		return fs.failed(err)
 	}
 	ws := newWebServer(c, *group, *token)
 	ws.listen, ws.tlsProxy = ln.Addr().String(), *tlsProxy
