@@ -16,8 +16,12 @@ import (
 // cmdDead runs nandi dead's subcommands.
 func cmdDead(ctx context.Context, args []string, out, errOut io.Writer) int {
 	return subcommand(ctx, "dead", args, out, errOut, map[string]func(context.Context, []string, io.Writer, io.Writer) int{
-		"list":   func(ctx context.Context, args []string, out, errOut io.Writer) int { return deadCmd(ctx, "list", args, out, errOut) },
-		"replay": func(ctx context.Context, args []string, out, errOut io.Writer) int { return deadCmd(ctx, "replay", args, out, errOut) },
+		"list": func(ctx context.Context, args []string, out, errOut io.Writer) int {
+			return deadCmd(ctx, "list", args, out, errOut)
+		},
+		"replay": func(ctx context.Context, args []string, out, errOut io.Writer) int {
+			return deadCmd(ctx, "replay", args, out, errOut)
+		},
 	})
 }
 
