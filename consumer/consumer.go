@@ -54,7 +54,7 @@ type shared struct {
 
 	stats    stats
 	drains   hist.H
-	handling hist.H       // handler calls' durations
+	handling *hist.H      // handler calls' durations (Options.HandlerBuckets)
 	running  atomic.Int64 // calls into user code in progress, overdue ones included
 	overdue  atomic.Int64 // of which overdue: detached after their term
 	unserved atomic.Bool  // opening for the term held is failing
@@ -68,6 +68,8 @@ type shared struct {
 
 	pause    pauser // the group's pause, as this worker last read it
 	workerID string // Consumer.Worker, for DeadLetter's context
+
+	lastLag atomic.Pointer[lagReading] // computed each interval (LastLag)
 
 	seenMu    sync.Mutex
 	seen      int64                // the newest checkpoint epoch seen
@@ -86,6 +88,7 @@ func New(lease *partition.Lease, src transport.Source, h Handler, opts Options) 
 		return nil, err
 	}
 	sh := &shared{src: src, h: h, opts: opts, log: opts.Logger.With("group", lease.Name()), interval: lease.Interval(), group: lease.Name(), ledger: opts.Checkpoints}
+	sh.handling = hist.New(opts.HandlerBuckets)
 	if sh.ledger == nil {
 		if cl := lease.Client(); cl != nil {
 			sh.ledger = checkpoint.NewRedis(cl, lease.Name())

@@ -2,6 +2,7 @@ package consumer
 
 import (
 	"context"
+	"time"
 
 	"github.com/nandi-go/nandi/checkpoint"
 	"github.com/nandi-go/nandi/transport"
@@ -36,6 +37,27 @@ func (c *Consumer) Lag(ctx context.Context) (Lag, error) {
 		}
 	}
 	return LagOf(held, st, info), err
+}
+
+// lagReading is a lag computed on the consumer's schedule.
+type lagReading struct {
+	lag Lag
+	at  time.Time
+	err error
+}
+
+// LastLag returns the lag as the worker last computed it, on its own
+// schedule (once per lease interval, with its presence record, whether or
+// not NoPresence), and when: what package metrics serves at a scrape, so
+// that a scrape does no I/O. at is zero before the first computation (and
+// always for a lease without a Redis client, which has no presence
+// loop); err is why the last one failed.
+func (c *Consumer) LastLag() (l Lag, at time.Time, err error) {
+	r := c.lastLag.Load()
+	if r == nil {
+		return Lag{}, time.Time{}, nil
+	}
+	return r.lag, r.at, r.err
 }
 
 // LagOf is the lag of positions held (nil: none) and of the group's low

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/nandi-go/nandi/checkpoint"
+	"github.com/nandi-go/nandi/hist"
 	"github.com/nandi-go/nandi/transport"
 )
 
@@ -162,6 +163,13 @@ type Options struct {
 	// evenly spaced).
 	GroupBurst int
 
+	// HandlerBuckets are the upper bounds of the histogram of handler
+	// durations (Stats.Handling, nandi_consumer_handler_duration_seconds):
+	// ascending, at most hist.MaxBounds. Default hist.Bounds, 250µs to
+	// 30s; handlers that take minutes want bounds of their own, say
+	// {1s, 10s, 30s, time.Minute, 5 * time.Minute, 15 * time.Minute}.
+	HandlerBuckets []time.Duration
+
 	// Logger receives state changes at Info and trouble at Warn; nil is
 	// silent.
 	Logger *slog.Logger
@@ -225,6 +233,8 @@ func (o Options) validate(gapTime, interval time.Duration) error {
 		return bad("DrainTimeout is %v; it must be in (0, %v], half the lease's Interval (intake pauses for DrainTimeout-Gap*Interval every interval)", o.DrainTimeout, interval/2)
 	case o.RetryMin < 0 || o.RetryMax < o.RetryMin:
 		return bad("RetryMin %v and RetryMax %v: want 0 <= RetryMin <= RetryMax", o.RetryMin, o.RetryMax)
+	case hist.ValidBounds(o.HandlerBuckets) != nil:
+		return bad("HandlerBuckets: %v", hist.ValidBounds(o.HandlerBuckets))
 	case o.MaxAttempts < 0:
 		return bad("MaxAttempts is %d; use 0 to retry while the lease is held", o.MaxAttempts)
 	case o.MaxAttempts > 0 && o.DeadLetter == nil:

@@ -37,10 +37,12 @@ func (c *Consumer) presence(ctx context.Context) {
 	defer tick.Stop()
 	for {
 		wctx, cancel := context.WithTimeout(ctx, iv)
+		lag, err := c.Lag(wctx)
+		c.lastLag.Store(&lagReading{lag: lag, at: time.Now(), err: err})
 		var paused *redis.StringCmd
 		_, _ = client.Pipelined(wctx, func(p redis.Pipeliner) error {
 			if !c.opts.NoPresence {
-				_ = presence.WriteIn(wctx, p, name, c.record(wctx), ttl)
+				_ = presence.WriteIn(wctx, p, name, c.record(lag, err), ttl)
 			}
 			paused = p.Get(wctx, PauseKey(name))
 			return nil
@@ -79,8 +81,8 @@ func (c *Consumer) notePause(cmd *redis.StringCmd) {
 	}
 }
 
-// record is the worker's presence record now.
-func (c *Consumer) record(ctx context.Context) *presence.Record {
+// record is the worker's presence record now, with the lag just computed.
+func (c *Consumer) record(l Lag, lagErr error) *presence.Record {
 	st := c.Stats()
 	r := &presence.Record{Worker: c.worker, Host: presence.Host(), PID: pid, Version: presence.Version(),
 		Handled: st.Handled, Failed: st.Failed, InFlight: st.InFlight, Pending: st.Pending, Overdue: st.Overdue,
@@ -97,7 +99,7 @@ func (c *Consumer) record(ctx context.Context) *presence.Record {
 	for _, d := range st.Oldest {
 		r.Oldest = append(r.Oldest, d.Seconds())
 	}
-	if l, err := c.Lag(ctx); err == nil && l.Held != nil {
+	if lagErr == nil && l.Held != nil {
 		for _, x := range l.Held {
 			m, sec := int64(-1), -1.0
 			if x.Timed {

@@ -12,12 +12,18 @@ import (
 // Mode chooses when a worker reports ready.
 type Mode int
 
+// The zero Mode is Registering, the one to use for a readiness probe.
 const (
-	// Holding: ready only while a term is held.
-	Holding Mode = iota
 	// Registering: ready while the lease runs and the store answered its
-	// registrations within the last two intervals, held or not.
-	Registering
+	// registrations within the last two intervals, held or not. The
+	// default: a worker that holds nothing (joining, standing down, one
+	// more than the group's size) is still a healthy member of the group.
+	Registering Mode = iota
+	// Holding: ready only while a term is held. Never a readiness probe of
+	// a Deployment: a rollout would wait on every new pod holding a share,
+	// which it gets only once the group has settled with it. For a
+	// dashboard or an alert on who holds what.
+	Holding
 )
 
 // Handler answers 200 when the lease is ready in mode, else 503, with a

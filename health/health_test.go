@@ -128,3 +128,11 @@ func TestConsumerHoldingWhatItCannotServeIsNotReady(t *testing.T) {
 		return code == 200
 	})
 }
+
+// The zero Mode is the recommended one: Registering.
+func TestZeroModeIsRegistering(t *testing.T) {
+	var m health.Mode
+	if m != health.Registering {
+		t.Errorf("the zero Mode is %d; want Registering (%d), the mode for readiness probes", m, health.Registering)
+	}
+}

@@ -1,6 +1,7 @@
 package hist
 
 import (
+	"fmt"
 	"math"
 	"sync/atomic"
 	"time"
@@ -15,16 +16,57 @@ var Bounds = [...]time.Duration{
 	2500 * time.Millisecond, 5 * time.Second, 10 * time.Second, 30 * time.Second,
 }
 
-// H is a histogram over Bounds. The zero value is ready.
+// MaxBounds is the most bounds a histogram of New can have.
+const MaxBounds = 64
+
+// H is a histogram over Bounds, or over the bounds given to New. The zero
+// value is ready (over Bounds).
 type H struct {
-	counts [len(Bounds) + 1]atomic.Uint64 // one per bound, and +Inf
-	sum    atomic.Int64                   // nanoseconds
+	bounds []time.Duration              // nil: Bounds
+	counts [MaxBounds + 1]atomic.Uint64 // one per bound, and +Inf
+	sum    atomic.Int64                 // nanoseconds
+}
+
+// New returns a histogram over bounds (ascending, positive, at most
+// MaxBounds of them; nil or empty for Bounds). It panics on bounds that
+// are not; ValidBounds says why first.
+func New(bounds []time.Duration) *H {
+	if err := ValidBounds(bounds); err != nil {
+		panic(err)
+	}
+	h := &H{}
+	if len(bounds) > 0 {
+		h.bounds = append([]time.Duration(nil), bounds...)
+	}
+	return h
+}
+
+// ValidBounds returns an error that says what is wrong with bounds for
+// New, nil when they will do.
+func ValidBounds(bounds []time.Duration) error {
+	if len(bounds) > MaxBounds {
+		return fmt.Errorf("hist: %d bounds; at most %d", len(bounds), MaxBounds)
+	}
+	for i, b := range bounds {
+		if b <= 0 || (i > 0 && b <= bounds[i-1]) {
+			return fmt.Errorf("hist: bound %d is %v: bounds must be positive and ascending", i, b)
+		}
+	}
+	return nil
+}
+
+func (h *H) bs() []time.Duration {
+	if h.bounds == nil {
+		return Bounds[:]
+	}
+	return h.bounds
 }
 
 // Observe adds one duration.
 func (h *H) Observe(d time.Duration) {
+	bounds := h.bs()
 	i := 0
-	for i < len(Bounds) && d > Bounds[i] {
+	for i < len(bounds) && d > bounds[i] {
 		i++
 	}
 	h.counts[i].Add(1)
@@ -41,13 +83,14 @@ type Snapshot struct {
 
 // Snapshot returns the counts so far.
 func (h *H) Snapshot() Snapshot {
-	s := Snapshot{Sum: time.Duration(h.sum.Load()), Bounds: Bounds[:], Buckets: make([]uint64, len(Bounds))}
+	bounds := h.bs()
+	s := Snapshot{Sum: time.Duration(h.sum.Load()), Bounds: bounds, Buckets: make([]uint64, len(bounds))}
 	var c uint64
-	for i := range Bounds {
+	for i := range bounds {
 		c += h.counts[i].Load()
 		s.Buckets[i] = c
 	}
-	s.Count = c + h.counts[len(Bounds)].Load()
+	s.Count = c + h.counts[len(bounds)].Load()
 	return s
 }
 

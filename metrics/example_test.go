@@ -11,6 +11,7 @@ import (
 	"github.com/nandi-go/nandi/transport"
 	"github.com/nandi-go/nandi/transport/memory"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
 )
@@ -26,8 +27,12 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
+	// The Go runtime's and the process's collectors beside nandi's. No
+	// pod label: Prometheus's service discovery adds pod and namespace as
+	// target labels (a const label named pod would become exported_pod).
 	reg := prometheus.NewRegistry()
-	if err := metrics.Register(reg, c, metrics.Options{ConstLabels: prometheus.Labels{"pod": "mail-sender-0"}}); err != nil {
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if err := metrics.Register(reg, c, metrics.Options{}); err != nil {
 		log.Fatal(err)
 	}
 	http.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))

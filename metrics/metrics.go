@@ -1,7 +1,6 @@
 package metrics
 
 import (
-	"context"
 	"errors"
 	"strconv"
 	"time"
@@ -17,10 +16,13 @@ import (
 type Options struct {
 	// Namespace prefixes every name; default "nandi".
 	Namespace string
-	// ConstLabels are added to every metric, for example the pod's name.
+	// ConstLabels are added to every metric. Under Kubernetes leave out the
+	// pod's name: service discovery adds pod and namespace as target labels,
+	// and a const label named pod would collide (becoming exported_pod).
 	ConstLabels prometheus.Labels
-	// InfoTimeout bounds the source's Info call that the lag gauges make at
-	// each scrape; default 1s.
+	// InfoTimeout is no longer used: a scrape does no I/O, the lag gauges
+	// serve what the consumer computed last (Consumer.LastLag, each lease
+	// interval).
 	InfoTimeout time.Duration
 }
 
@@ -149,7 +151,7 @@ func histogram(d *prometheus.Desc, s hist.Snapshot) prometheus.Metric {
 
 type consumerCollector struct {
 	stats                                        func() consumer.Stats
-	lagOf                                        func(context.Context) (consumer.Lag, error)
+	lagOf                                        func() (consumer.Lag, time.Time, error)
 	dropped                                      func() int64 // nil: the source drops nothing
 	timeout                                      time.Duration
 	messages, failures, inFlight, drains, writes *prometheus.Desc
@@ -167,10 +169,10 @@ func newConsumerCollector(c *consumer.Consumer, o Options) *consumerCollector {
 	if d, ok := c.Source().(transport.Dropper); ok {
 		dropped = d.Dropped
 	}
-	return consumerCollectorOf(c.Lease().Name(), c.Stats, c.Lag, dropped, o)
+	return consumerCollectorOf(c.Lease().Name(), c.Stats, c.LastLag, dropped, o)
 }
 
-func consumerCollectorOf(group string, stats func() consumer.Stats, lag func(context.Context) (consumer.Lag, error), dropped func() int64, o Options) *consumerCollector {
+func consumerCollectorOf(group string, stats func() consumer.Stats, lag func() (consumer.Lag, time.Time, error), dropped func() int64, o Options) *consumerCollector {
 	cl := labels(o, group)
 	d := func(name, help string, vars ...string) *prometheus.Desc {
 		return prometheus.NewDesc(prometheus.BuildFQName(o.Namespace, "consumer", name), help, vars, cl)
@@ -275,13 +277,13 @@ func (c *consumerCollector) Collect(ch chan<- prometheus.Metric) {
 }
 
 // lag reports, per shard, how far the held index's checkpoint is behind
-// the log's end, and how far the group's lowest checkpoint is
-// (consumer.Lag computes both).
+// the log's end, and how far the group's lowest checkpoint is, as the
+// consumer last computed them (Consumer.LastLag, each lease interval): a
+// scrape does no I/O. Nothing is reported before the first computation
+// or after one that failed.
 func (c *consumerCollector) lag(ch chan<- prometheus.Metric) {
-	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
-	defer cancel()
-	l, err := c.lagOf(ctx)
-	if err != nil {
+	l, at, err := c.lagOf()
+	if err != nil || at.IsZero() {
 		return
 	}
 	c.lags(ch, l.Held, c.lagMessages, c.lagSeconds)

@@ -21,6 +21,7 @@ import (
 	"github.com/nandi-go/nandi/transport"
 	"github.com/nandi-go/nandi/transport/redisstream"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
 )
@@ -521,6 +522,7 @@ func producerProcess(ctx context.Context, cfg config, out io.Writer) error {
 // production worker exposes to Prometheus and to its orchestrator.
 func serveOps(addr string, w *worker) (string, func(), error) {
 	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if err := metrics.Register(reg, w.c, metrics.Options{}); err != nil {
 		return "", nil, err
 	}
