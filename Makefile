@@ -8,7 +8,7 @@ PKGS      := ./...
 NOT_INTEGRATION = $(shell $(GO) list ./... | grep -v /integration)
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: test test-unit test-integration test-loaded chaos model bench lint fuzz
+.PHONY: tidy test test-unit test-integration test-loaded chaos model bench lint fuzz
 
 # The fault suite (integration/chaos) runs without -race here: its workers
 # are processes, which -race slows by 70%, and every line they run is
@@ -19,13 +19,14 @@ STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # go test runs vet's high-confidence checks on every package it tests;
 # make lint runs all of vet and staticcheck (a separate go vet here cost 2m40s
 # of compiling without -race on a fresh machine).
-test:
+test: tidy
 	$(GO) test -race -count=1 -timeout 15m $(NOT_INTEGRATION)
 	$(GO) test -count=1 -timeout 15m -run TestSimulationAtScale ./partition/
 	$(GO) test -race -count=1 -p 1 -timeout 15m ./integration/ ./integration/delivery/
 	$(GO) test -count=1 -timeout 15m ./integration/chaos/
 	cd deploy && $(GO) vet ./... && $(GO) test -count=1 ./...
 	cd sink/pgsink && $(GO) vet ./... && $(GO) test -race -count=1 -skip '^TestSink' ./... && $(GO) test -count=1 -run '^TestSink' ./...
+	cd examples && $(GO) vet ./... && $(GO) test -race -count=1 ./...
 	cd examples/payments && $(GO) vet ./... && $(GO) test -count=1 ./...
 
 # make test 3 times in a row with every core kept busy by a shell loop, as
@@ -63,9 +64,19 @@ bench:
 	$(GO) test -count=1 -run TestSimulationAtScale -v ./partition/ | grep -E 'figures|FAIL|^ok'
 	cd sink/pgsink && $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./...
 
-lint:
+lint: tidy
 	$(GO) vet $(PKGS)
 	$(GO) run $(STATICCHECK) $(PKGS)
+	cd examples && $(GO) vet ./... && $(GO) run $(STATICCHECK) ./...
+
+# Every module's go.mod and go.sum are what go mod tidy makes of them
+# (make test runs this first: a go.sum missing a line fails here, saying
+# so, instead of in a test's build).
+MODULES := . examples examples/payments sink/pgsink deploy
+tidy:
+	@for m in $(MODULES); do \
+		(cd $$m && $(GO) mod tidy -diff) || { echo "go.mod or go.sum of $$m is not tidy: run go mod tidy there"; exit 1; }; \
+	done
 
 # Every fuzzer for FUZZTIME each (go test -fuzz takes one at a time).
 FUZZTIME ?= 30s

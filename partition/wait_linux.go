@@ -1,9 +1,8 @@
 package partition
 
 import (
+	"syscall"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // waitEarly is how long before a send the Run loop hands over to sleepUntil.
@@ -18,7 +17,7 @@ func sleepUntil(t time.Time) {
 		if d <= 0 {
 			return
 		}
-		ts := unix.NsecToTimespec(int64(d))
-		_ = unix.Nanosleep(&ts, nil) // EINTR: loop and sleep the rest
+		ts := syscall.NsecToTimespec(int64(d))
+		_ = syscall.Nanosleep(&ts, nil) // EINTR: loop and sleep the rest
 	}
 }

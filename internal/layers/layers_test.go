@@ -30,10 +30,17 @@ var rank = map[string]int{
 }
 
 func goList(t *testing.T, args ...string) []string {
+	return goListIn(t, "", args...)
+}
+
+// goListIn runs go list in dir (a module of its own, as examples/).
+func goListIn(t *testing.T, dir string, args ...string) []string {
 	t.Helper()
-	out, err := exec.Command("go", append([]string{"list"}, args...)...).Output()
+	cmd := exec.Command("go", append([]string{"list"}, args...)...)
+	cmd.Dir = dir
+	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("go list %v: %v", args, err)
+		t.Fatalf("go list %v in %q: %v", args, dir, err)
 	}
 	return strings.Split(strings.TrimSpace(string(out)), "\n")
 }
@@ -42,7 +49,10 @@ func goList(t *testing.T, args ...string) []string {
 // layer: no transport imports the consumer, the drain or anything above
 // the lease, and nothing imports what is built on it.
 func TestLayersPointDown(t *testing.T) {
-	for _, line := range goList(t, "-f", "{{.ImportPath}} {{join .Imports \" \"}}", module+"/...") {
+	lines := goList(t, "-f", "{{.ImportPath}} {{join .Imports \" \"}}", module+"/...")
+	// examples/ is a module of its own, in the same layers.
+	lines = append(lines, goListIn(t, "../../examples", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", "./...")...)
+	for _, line := range lines {
 		f := strings.Fields(line)
 		pkg := strings.TrimPrefix(strings.TrimPrefix(f[0], module), "/")
 		r, ok := rank[pkg]
