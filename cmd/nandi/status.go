@@ -254,6 +254,16 @@ func cmdStatus(ctx context.Context, args []string, out, errOut io.Writer) int {
 	return 0
 }
 
+// watchHeader heads watch's lines.
+const watchHeader = "TIME                      INTERVAL    COUNT  PREV  GENERATION          EPOCH             CHANGES"
+
+// watchLine is one line of watch: the interval that just closed, its
+// count and the one before, the generation, the epoch and what changed.
+func watchLine(at time.Time, interval int64, count, prev int, gen, epoch string, changes []string) string {
+	return fmt.Sprintf("%-24s  %-10d  %5d  %4d  %-18s  %-16s  %s\n", at.Format("2006-01-02T15:04:05.000Z"), interval, count, prev, gen, epoch,
+		strings.Join(changes, "; "))
+}
+
 // cmdWatch prints one line per interval, just after it closes: its count,
 // the one before, and the current epoch.
 func cmdWatch(ctx context.Context, args []string, out, errOut io.Writer) int {
@@ -263,7 +273,7 @@ func cmdWatch(ctx context.Context, args []string, out, errOut io.Writer) int {
 		return code
 	}
 	defer c.Close()
-	fmt.Fprintln(out, "TIME                      INTERVAL    COUNT  PREV  GENERATION          EPOCH             CHANGES")
+	fmt.Fprintln(out, watchHeader)
 	var last int64
 	var seen map[string]bool // the workers at the last line
 	for {
@@ -313,8 +323,7 @@ func cmdWatch(ctx context.Context, args []string, out, errOut io.Writer) int {
 				if len(changes) == 0 {
 					changes = []string{"-"}
 				}
-				fmt.Fprintf(out, "%-24s  %-10d  %5d  %4d  %-18s  %-16s  %s\n", s.ServerTime.Format("2006-01-02T15:04:05.000Z"), s.Current-1, cnt, prev, gen, epoch,
-					strings.Join(changes, "; "))
+				fmt.Fprint(out, watchLine(s.ServerTime, s.Current-1, cnt, prev, gen, epoch, changes))
 			}
 			// Just after the next interval begins, past its gap.
 			wait = s.Interval - s.Offset + partition.Margin(s.Interval, s.Gap)

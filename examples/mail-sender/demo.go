@@ -380,6 +380,9 @@ func demo(ctx context.Context, cfg config, out io.Writer) (report, error) {
 		return report{}, err
 	}
 	defer e.close()
+	if cfg, err = freshNames(ctx, e, cfg, out); err != nil {
+		return report{}, err
+	}
 	fmt.Fprintf(out, "mail-sender: %d mails, fleet %v, phases of %v, interval %v, SMTP %s\n", cfg.mails, cfg.schedule, cfg.phase, cfg.interval, e.smtpAddr)
 	start := time.Now()
 	prod := e.newClient()
@@ -451,6 +454,66 @@ func demo(ctx context.Context, cfg config, out io.Writer) (report, error) {
 	}
 	rep.print(out)
 	return rep, nil
+}
+
+// freshNames gives a demo on a Redis of the user's a stream and a group of
+// its own, named after the run, so that nothing already there (what
+// -role producer wrote, an earlier demo's claims) is counted; a stream
+// named with -stream must be empty. On the embedded Redis the names are
+// kept.
+func freshNames(ctx context.Context, e *env, cfg config, out io.Writer) (config, error) {
+	if cfg.redisURL == "" {
+		return cfg, nil
+	}
+	run := strconv.FormatInt(time.Now().UnixMilli(), 36)
+	if !cfg.streamSet {
+		cfg.stream += "-" + run
+	}
+	if !cfg.groupSet {
+		cfg.group += "-" + run
+	}
+	c := e.newClient()
+	defer c.Close()
+	n, err := c.XLen(ctx, cfg.stream).Result()
+	if err != nil {
+		return cfg, fmt.Errorf("-redis %s: %w", cfg.redisURL, err)
+	}
+	if n > 0 {
+		return cfg, fmt.Errorf("stream %s already holds %d entries (a -role producer's, or an earlier run's): the demo counts what it writes itself; leave out -stream for a fresh one, or delete it (redis-cli DEL %s)", cfg.stream, n, cfg.stream)
+	}
+	fmt.Fprintf(out, "mail-sender: on %s, stream %s, group %s (this run's own)\n", cfg.redisURL, cfg.stream, cfg.group)
+	return cfg, nil
+}
+
+// sinkProcess runs the SMTP sink on -smtp (default 127.0.0.1:1025) until
+// SIGTERM, printing how many mails it has received, and how many of them
+// twice, whenever that changes: the by-hand fleet's SMTP server.
+func sinkProcess(ctx context.Context, cfg config, out io.Writer) error {
+	addr := cfg.smtpAddr
+	if addr == "" {
+		addr = "127.0.0.1:1025"
+	}
+	s, err := startSinkOn(addr)
+	if err != nil {
+		return err
+	}
+	defer s.close()
+	fmt.Fprintf(out, "SMTP sink on %s: run workers with -smtp %s\n", s.addr(), s.addr())
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	last := ""
+	for {
+		select {
+		case <-ctx.Done():
+			fmt.Fprintln(out, "stopped: "+s.summary())
+			return nil
+		case <-t.C:
+			if l := s.summary(); l != last {
+				fmt.Fprintf(out, "%s %s\n", time.Now().Format("15:04:05"), l)
+				last = l
+			}
+		}
+	}
 }
 
 // workerProcess runs one worker until SIGTERM, printing its state changes.

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/textproto"
@@ -21,8 +22,11 @@ type sink struct {
 	received map[string]int
 }
 
-func startSink() (*sink, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+func startSink() (*sink, error) { return startSinkOn("127.0.0.1:0") }
+
+// startSinkOn starts a sink listening on addr.
+func startSinkOn(addr string) (*sink, error) {
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
 	}
@@ -47,6 +51,20 @@ func (s *sink) counts() map[string]int {
 		out[k] = v
 	}
 	return out
+}
+
+// summary says how many mails arrived, how many distinct, and how many
+// more than once.
+func (s *sink) summary() string {
+	total, twice := 0, 0
+	c := s.counts()
+	for _, n := range c {
+		total += n
+		if n > 1 {
+			twice++
+		}
+	}
+	return fmt.Sprintf("received %d mails, %d distinct, %d more than once", total, len(c), twice)
 }
 
 type session struct{ s *sink }
