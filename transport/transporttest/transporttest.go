@@ -86,6 +86,14 @@ func info(t *testing.T, src transport.Source) transport.Info {
 	if in.Log && len(in.Ends) != in.Shards {
 		t.Fatalf("a log's Info.Ends has %d positions for %d shards", len(in.Ends), in.Shards)
 	}
+	// Tracing names its spans from these (OpenTelemetry's messaging.system
+	// and messaging.destination.name).
+	if in.System == "" {
+		t.Errorf("Info.System is empty; want the messaging system (redis, kafka, nats, ...)")
+	}
+	if len(in.Destinations) != 1 && len(in.Destinations) != in.Shards {
+		t.Errorf("Info.Destinations has %d names for %d shards; want one, or one per shard", len(in.Destinations), in.Shards)
+	}
 	return in
 }
 
