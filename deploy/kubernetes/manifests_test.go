@@ -15,8 +15,8 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	psapi "k8s.io/pod-security-admission/api"
 	pspolicy "k8s.io/pod-security-admission/policy"
 	"sigs.k8s.io/yaml"
@@ -186,9 +186,11 @@ func TestDeploymentIsRestricted(t *testing.T) {
 	}
 	no, yes := false, true
 	for name, breakIt := range map[string]func(p *corev1.PodSpec){
-		"runAsNonRoot false":         func(p *corev1.PodSpec) { p.SecurityContext.RunAsNonRoot = &no },
-		"privilege escalation":       func(p *corev1.PodSpec) { p.Containers[0].SecurityContext.AllowPrivilegeEscalation = &yes },
-		"a capability added":         func(p *corev1.PodSpec) { p.Containers[0].SecurityContext.Capabilities.Add = []corev1.Capability{"NET_ADMIN"} },
+		"runAsNonRoot false":   func(p *corev1.PodSpec) { p.SecurityContext.RunAsNonRoot = &no },
+		"privilege escalation": func(p *corev1.PodSpec) { p.Containers[0].SecurityContext.AllowPrivilegeEscalation = &yes },
+		"a capability added": func(p *corev1.PodSpec) {
+			p.Containers[0].SecurityContext.Capabilities.Add = []corev1.Capability{"NET_ADMIN"}
+		},
 		"capabilities not dropped":   func(p *corev1.PodSpec) { p.Containers[0].SecurityContext.Capabilities.Drop = nil },
 		"no seccomp profile":         func(p *corev1.PodSpec) { p.SecurityContext.SeccompProfile = nil },
 		"a writable root filesystem": func(p *corev1.PodSpec) { p.Containers[0].SecurityContext.ReadOnlyRootFilesystem = &no },
