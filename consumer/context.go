@@ -86,3 +86,33 @@ func FailureFromContext(ctx context.Context) (Failure, bool) {
 func withFailure(ctx context.Context, f Failure) context.Context {
 	return context.WithValue(ctx, failureKey{}, f)
 }
+
+type workerKey struct{}
+
+// handlerCtx is the context a worker's handler calls get: the term's
+// context, which it adds only the worker to.
+type handlerCtx struct {
+	context.Context
+	w *worker
+}
+
+func (c *handlerCtx) Value(key any) any {
+	if key == (workerKey{}) {
+		return c.w
+	}
+	return c.Context.Value(key)
+}
+
+// SetTaskContext makes ctx, derived from a handler's context, the context
+// the consumer reports the handler's current attempt with: the "task
+// failing" log lines (with slog's Context forms, so that a handler of
+// OpenTelemetry's slog bridge adds the trace to them), OnErrorContext and
+// DeadLetter's logs. Package tracing calls it with its span's context, so
+// that a failure is logged in the task's trace; a middleware of your own
+// can do the same. It does nothing for a context that is not a handler's
+// (or derived from one), and after the call has returned.
+func SetTaskContext(ctx context.Context) {
+	if w, ok := ctx.Value(workerKey{}).(*worker); ok {
+		w.taskCtx.Store(&ctx)
+	}
+}

@@ -91,13 +91,18 @@
 //
 // # Failures
 //
-// User code is treated as hostile: the handler, DeadLetter, OnError and
-// Options.ID are each called with a recover, and a panic becomes a
+// User code is treated as hostile: the handler, DeadLetter, OnError,
+// OnErrorContext, RetryDelay and Options.ID are each called with a recover, and a panic becomes a
 // *PanicError (errors.Is ErrPanicked) with the stack, logged at Error: for
 // the handler, a failed attempt like any other.
 //
-// A failed attempt is retried with backoff (RetryMin doubling to
-// RetryMax). Waiting between attempts blocks the task's id, nothing else:
+// A failed attempt is retried with backoff: after the n-th failure the
+// wait is drawn from [RetryMin, min(RetryMax, RetryMin×2^n)] (full
+// jitter, so that tasks that failed together on a fleet's workers, a
+// broker's blip, do not retry together), or is what Options.RetryDelay
+// says. The consumer's own I/O (describing and opening the source,
+// opening the ledger, fetching) backs off the same way, from 10ms to 1s.
+// Waiting between attempts blocks the task's id, nothing else:
 // no goroutine waits with it, the id's later tasks wait light (see below),
 // other ids keep flowing and keep being checkpointed, and Stats.Oldest (the age of the oldest unfinished task
 // per shard) shows the task that keeps failing. By default a task is
@@ -113,7 +118,14 @@
 //
 // Failing tasks, fetches, opens and checkpoint writes are logged once per
 // spell (a Warn when the trouble starts, an Info when it ends), never once
-// per retry or per message; OnError sees every failed attempt.
+// per retry or per message; OnError and OnErrorContext see every failed
+// attempt. Every log line that has a context is written with slog's
+// Context forms: a task's with the context its handler gave
+// SetTaskContext (package tracing gives its span's, so that an
+// OpenTelemetry slog bridge puts "task failing" in the task's trace),
+// a term's with the term's. A handler's context also carries its term
+// (AssignmentFromContext) and where its task came from
+// (OriginFromContext: the group, and the source's transport.Info).
 //
 // # What it assumes
 //
