@@ -173,7 +173,7 @@ func TestSIGTERMEndsLikeInterrupt(t *testing.T) {
 		{"web", "-redis", "redis://" + s.Addr(), "-addr", "127.0.0.1:0"},
 	} {
 		cmd := exec.Command(bin, args...)
-		var out, errOut bytes.Buffer
+		var out, errOut lockedBuffer
 		cmd.Stdout, cmd.Stderr = &out, &errOut
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
@@ -206,6 +206,30 @@ func TestVersion(t *testing.T) {
 	if code != 0 || errOut != "" || !strings.HasPrefix(out, "nandi ") || !strings.Contains(out, "go1.") {
 		t.Errorf("version: exit %d, %q, %q; want 0 and \"nandi VERSION ... goX\"", code, out, errOut)
 	}
+}
+
+// lockedBuffer is a bytes.Buffer a process writes while the test reads.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) Len() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Len()
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 var (
