@@ -65,9 +65,9 @@ type Write = WriteRequest
 // WriteRequest is one holder's marks: every task of Index in shard s is
 // done as Marks[s] says.
 type WriteRequest struct {
-	Epoch int64
-	Token int64
-	Index int
+	Epoch int64 // the epoch the marks belong to (Epoch.N)
+	Token int64 // the writer's fencing token: a newer one for the index refuses it (ErrStale)
+	Index int   // the writer's index in the epoch
 	// Replicas is the replicas of the lease the marks were made under
 	// (0: not checked, as before it was added). An epoch is known by its
 	// number and its mapping: a ledger lost and created again can reuse a
@@ -75,7 +75,7 @@ type WriteRequest struct {
 	// it is refused as moved (ErrMoved) instead of being read as another
 	// index's progress.
 	Replicas int
-	Marks    map[int]Mark
+	Marks    map[int]Mark // per shard, the index's mark there
 }
 
 // Mark is one index's progress in one shard: every task of the index below
@@ -101,13 +101,13 @@ func (m Mark) Done(p transport.Position) bool {
 
 // Epoch is one mapping's checkpoints.
 type Epoch struct {
-	N      int64 // epoch number, from 1
-	R      int   // replicas of the mapping
-	Token  int64 // token of the lease that created it
-	Start  []transport.Position
-	Marks  map[Slot]Mark  // written marks; others are {Start, Start}
-	Tokens map[Slot]int64 // token of each mark's writer
-	Opened map[int]int64  // per index, the newest token that opened the epoch
+	N      int64                // epoch number, from 1
+	R      int                  // replicas of the mapping
+	Token  int64                // token of the lease that created it
+	Start  []transport.Position // per shard, where the epoch began
+	Marks  map[Slot]Mark        // written marks; others are {Start, Start}
+	Tokens map[Slot]int64       // token of each mark's writer
+	Opened map[int]int64        // per index, the newest token that opened the epoch
 	// Aligned is the shard count the epoch's log is aligned to (0: not
 	// aligned): shard s < Aligned holds only tasks whose id has
 	// id % Aligned == s, so only the indexes that can own such ids
@@ -123,7 +123,10 @@ type Epoch struct {
 }
 
 // Slot names one index's place in one shard.
-type Slot struct{ Shard, Index int }
+type Slot struct {
+	Shard int // the shard of the log
+	Index int // the lease's index
+}
 
 // Mark returns the mark of index k in shard s.
 func (e *Epoch) Mark(s, k int) Mark {
@@ -172,7 +175,7 @@ func (e *Epoch) Low(s int) transport.Position {
 
 // State is the ledger as a holder opened or read it.
 type State struct {
-	Current *Epoch
+	Current *Epoch   // the epoch being written; nil when the ledger has none
 	History []*Epoch // every epoch still needed, oldest first, Current last
 	Created bool     // this Open created Current
 	// Lost is true when the ledger was gone though the worker had seen an

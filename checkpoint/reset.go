@@ -25,7 +25,7 @@ type Reset struct {
 	N      int64                // the epoch created (or that would be)
 	To     []transport.Position // where each shard starts again
 	At     time.Time            // when (zero for a dry run)
-	DryRun bool
+	DryRun bool                 // nothing was changed
 }
 
 // Moves describes, per shard and index, what the reset skips or redoes:

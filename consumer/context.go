@@ -44,8 +44,8 @@ type originKey struct{}
 // when the term began (transport.Info: its messaging system, its
 // destinations, its shards). Package tracing names its spans from it.
 type Origin struct {
-	Group  string
-	Source transport.Info
+	Group  string         // the lease's name
+	Source transport.Info // the source as it described itself
 }
 
 // OriginFromContext returns the Origin of a handler's (or DeadLetter's,
@@ -73,8 +73,8 @@ type failureKey struct{}
 // that gave up on it (Consumer.Worker). The task's
 // term is there too (AssignmentFromContext).
 type Failure struct {
-	Attempts int
-	Worker   string
+	Attempts int    // the handler's failed attempts on the task
+	Worker   string // the worker that gave up on it (Consumer.Worker)
 }
 
 // FailureFromContext returns the Failure of a DeadLetter call's task.

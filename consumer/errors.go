@@ -62,6 +62,7 @@ type PanicError struct {
 	Stack []byte
 }
 
+// Error says what panicked and with what value.
 func (e *PanicError) Error() string {
 	return fmt.Sprintf("consumer: %s panicked: %v", e.Func, e.Value)
 }

@@ -14,7 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// fencedSet is a sink fenced by token, as the README shows: it refuses a
+// fencedSet is a sink fenced by token, as docs/handlers.md shows: it refuses a
 // write whose token is below the one stored for the task.
 var fencedSet = redis.NewScript(`
 local cur = tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or '0')

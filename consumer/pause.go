@@ -18,8 +18,8 @@ func PauseKey(group string) string { return partition.KeyPrefix(group) + "paused
 
 // PauseState is what a pause says: since when, and why.
 type PauseState struct {
-	Since  time.Time `json:"since"`
-	Reason string    `json:"reason,omitempty"`
+	Since  time.Time `json:"since"`            // when the group was paused (the first Pause of a spell)
+	Reason string    `json:"reason,omitempty"` // why, as nandi pause -reason said
 }
 
 // Pause pauses group: every worker lets what runs finish and starts

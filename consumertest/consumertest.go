@@ -31,17 +31,19 @@ type Options struct {
 
 // Result is one case's outcome for one task.
 type Result struct {
-	Case    string
-	Task    *transport.Message
-	Applied int   // times the effect landed, as Options.Applied said
-	Err     error // an error reading Applied
+	Case    string             // the hard case the task went through
+	Task    *transport.Message // the task
+	Applied int                // times the effect landed, as Options.Applied said
+	Err     error              // an error reading Applied
 }
 
 // OK reports whether the task's effect was applied exactly once.
 func (r Result) OK() bool { return r.Err == nil && r.Applied == 1 }
 
 // Report is every case's results.
-type Report struct{ Results []Result }
+type Report struct {
+	Results []Result // one per task of every case, in the order they ran
+}
 
 // Failures describes each task whose effect was not applied exactly once.
 func (r Report) Failures() []string {

@@ -35,19 +35,19 @@ const (
 
 // Letter is one dead letter.
 type Letter struct {
-	ID       string // the entry's ID in the dead-letter stream
-	Key      string
-	Payload  []byte
-	Headers  map[string]string
-	Error    string
-	Attempts int
-	Worker   string
-	Index    int
-	Replicas int
-	Token    int64
-	Shard    int
-	Position string
-	At       time.Time
+	ID       string            // the entry's ID in the dead-letter stream
+	Key      string            // the task's id, as its message carried it
+	Payload  []byte            // the message's payload
+	Headers  map[string]string // the message's headers (a trace context among them)
+	Error    string            // why the consumer gave up: the last error
+	Attempts int               // the handler's failed attempts (0: it never reached the handler)
+	Worker   string            // the worker that gave up (consumer.Consumer.Worker)
+	Index    int               // the term's index,
+	Replicas int               // its replicas
+	Token    int64             // and its fencing token
+	Shard    int               // where the task was in the source: its shard
+	Position string            // and its position there (transport.Position.String)
+	At       time.Time         // when the letter was written
 }
 
 // Options configure RedisStream.

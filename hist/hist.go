@@ -75,8 +75,8 @@ func (h *H) Observe(d time.Duration) {
 
 // Snapshot is a histogram at one moment.
 type Snapshot struct {
-	Count   uint64
-	Sum     time.Duration
+	Count   uint64          // durations observed
+	Sum     time.Duration   // their sum
 	Bounds  []time.Duration // upper bounds of the buckets
 	Buckets []uint64        // cumulative counts, one per bound (le)
 }

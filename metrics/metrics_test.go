@@ -6,6 +6,7 @@ import (
 	"errors"
 	"math"
 	"os"
+	"path/filepath"
 	"regexp"
 	"sort"
 	"strconv"
@@ -375,15 +376,20 @@ func TestDashboardQueriesNameExportedMetrics(t *testing.T) {
 	checkQueries(t, "deploy/grafana/nandi.json", qs)
 }
 
-// The README's PromQL names metrics the code exports.
+// The PromQL of the README and the guide names metrics the code exports.
 func TestReadmeQueriesNameExportedMetrics(t *testing.T) {
-	b, err := os.ReadFile("../README.md")
-	if err != nil {
-		t.Fatal(err)
+	files, _ := filepath.Glob("../docs/*.md")
+	var all []byte
+	for _, f := range append([]string{"../README.md"}, files...) {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, b...)
 	}
 	var qs []string
 	in := false
-	for _, line := range strings.Split(string(b), "\n") {
+	for _, line := range strings.Split(string(all), "\n") {
 		switch {
 		case strings.HasPrefix(line, "```promql"):
 			in = true
@@ -393,7 +399,7 @@ func TestReadmeQueriesNameExportedMetrics(t *testing.T) {
 			qs = append(qs, line)
 		}
 	}
-	checkQueries(t, "README.md", qs)
+	checkQueries(t, "README.md and docs/", qs)
 }
 
 // The alerts (deploy/kubernetes/monitoring) name metrics the code

@@ -10,7 +10,13 @@ import (
 // RegisterSink: package metrics depends on no sink, so that importing it
 // fetches no database driver.
 type SinkStats struct {
-	Applied, AlreadyDone, Fenced, Failed, BatchErrors, Commits, Forgotten int64
+	Applied     int64 // tasks whose effect was committed
+	AlreadyDone int64 // tasks found done before: nothing applied
+	Fenced      int64 // tasks refused because a newer term claimed their key
+	Failed      int64 // tasks whose effect returned an error (rolled back)
+	BatchErrors int64 // batches whose transaction failed as a whole
+	Commits     int64 // transactions committed (one per batch)
+	Forgotten   int64 // done records pruned once below every checkpoint
 }
 
 // RegisterSink registers a collector of an exactly-once sink's counts on

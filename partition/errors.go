@@ -43,17 +43,19 @@ var (
 // SettingsError tells which settings the group runs with and which this
 // worker has. It wraps ErrSettingsMismatch.
 type SettingsError struct {
-	Group          string
-	GroupInterval  time.Duration
-	GroupGap       float64
-	WorkerInterval time.Duration
-	WorkerGap      float64
+	Group          string        // the group's name
+	GroupInterval  time.Duration // the group's Interval
+	GroupGap       float64       // and its Gap
+	WorkerInterval time.Duration // this worker's Interval
+	WorkerGap      float64       // and its Gap
 }
 
+// Error says both settings and how to make them agree.
 func (e *SettingsError) Error() string {
 	return fmt.Sprintf("partition: group %q runs with interval %v and gap %g, this worker has interval %v and gap %g: "+
 		"use the group's settings, or another group name (a group's settings can change once all its workers have been stopped for 10 intervals)",
 		e.Group, e.GroupInterval, e.GroupGap, e.WorkerInterval, e.WorkerGap)
 }
 
+// Unwrap makes errors.Is(err, ErrSettingsMismatch) true.
 func (e *SettingsError) Unwrap() error { return ErrSettingsMismatch }

@@ -20,9 +20,9 @@ var ErrNoGroup = errors.New("partition: no such group")
 // Group is a group's lease state as the store holds it, for tools (nandi
 // status, watch and web): read-only, and nothing of the protocol reads it.
 type Group struct {
-	Name       string
-	Interval   time.Duration
-	Gap        float64
+	Name       string        // the group's name
+	Interval   time.Duration // the group's settings, as its hash records them
+	Gap        float64       // (Options.Interval and Gap)
 	ServerTime time.Time     // the server's clock, clamped as the script clamps it
 	Current    int64         // the interval ServerTime is in
 	Offset     time.Duration // of ServerTime in Current

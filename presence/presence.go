@@ -23,9 +23,9 @@ const TTLIntervals = 3
 
 // Record is one worker's account of itself.
 type Record struct {
-	Worker  string `json:"worker"`
-	Host    string `json:"host"`
-	PID     int    `json:"pid"`
+	Worker  string `json:"worker"`  // the worker's id (consumer.Options.WorkerID, or host, pod and pid)
+	Host    string `json:"host"`    // the host (or pod) it runs on
+	PID     int    `json:"pid"`     // its process id
 	Version string `json:"version"` // nandi's module version in the worker's binary
 
 	// Held is true while the worker holds a share: Index of Replicas,
@@ -57,8 +57,8 @@ type Record struct {
 	LagSeconds  []float64 `json:"lag_seconds,omitempty"`
 	Oldest      []float64 `json:"oldest_seconds,omitempty"`
 
-	LastError   string    `json:"last_error,omitempty"` // the last failed attempt's error, cut to 300 bytes
-	LastErrorAt time.Time `json:"last_error_at,omitzero"`
+	LastError   string    `json:"last_error,omitempty"`   // the last failed attempt's error, cut to 300 bytes
+	LastErrorAt time.Time `json:"last_error_at,omitzero"` // when it failed
 
 	Paused bool `json:"paused,omitempty"` // the group is paused and this worker starts nothing
 

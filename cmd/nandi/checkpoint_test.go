@@ -68,6 +68,8 @@ func TestCheckpointResetEndToEnd(t *testing.T) {
 		t.Fatalf("dry run: exit %d\n%s%s", code, out, errOut)
 	}
 	t.Logf("nandi checkpoint reset -to 100 -dry-run:\n%s", out)
+	_, doc := docCommand(t, "checkpoint reset") // the sample in docs/cli.md
+	sameShape(t, "nandi checkpoint reset -dry-run", doc, out)
 	if after, _ := checkpoint.NewRedis(s.Client(), "resettable").Read(ctx); after.Current.N != before.Current.N {
 		t.Fatalf("the dry run changed the epoch from %d to %d", before.Current.N, after.Current.N)
 	}

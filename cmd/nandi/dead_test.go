@@ -79,6 +79,8 @@ func TestDeadLettersListedAndReplayed(t *testing.T) {
 		t.Fatalf("dead list: exit %d\n%s%s", code, out, errOut)
 	}
 	t.Logf("nandi dead list:\n%s", out)
+	_, doc := docCommand(t, "dead list") // the sample in docs/cli.md
+	sameShape(t, "nandi dead list", doc, out)
 	code, out, _ = nandi(t, ctx, "dead", "list", "-redis", url, "-group", "orders", "-json")
 	var ls []deadletter.Letter
 	if code != 0 || json.Unmarshal([]byte(out), &ls) != nil || len(ls) != 2 {
@@ -95,6 +97,8 @@ func TestDeadLettersListedAndReplayed(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "replayed 2 of 2") {
 		t.Fatalf("dead replay: exit %d\n%s%s", code, out, errOut)
 	}
+	_, doc = docCommand(t, "dead replay")
+	sameShape(t, "nandi dead replay", doc, out)
 	redistest.WaitFor(t, 20*time.Second, "the replayed tasks", func() bool {
 		mu.Lock()
 		defer mu.Unlock()

@@ -26,7 +26,7 @@ type Plan struct {
 	Findings       []string
 }
 
-// plan computes a Plan; the figures are the ones the README gives, measured
+// plan computes a Plan; the figures are the ones docs/figures.md gives, measured
 // by the integration tests.
 func plan(iv time.Duration, gap float64, workers int, rtt, jitter time.Duration) Plan {
 	g := partition.Margin(iv, gap)

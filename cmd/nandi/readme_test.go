@@ -13,18 +13,19 @@ import (
 	"github.com/nandi-go/nandi/presence"
 )
 
-// readmeBlock returns the README's code block that follows the line
-// containing after, without its fences.
+// readmeBlock returns the code block of the guide's CLI page
+// (docs/cli.md) that follows the line containing after, without its
+// fences.
 func readmeBlock(t *testing.T, after string) string {
 	t.Helper()
-	b, err := os.ReadFile("../../README.md")
+	b, err := os.ReadFile("../../docs/cli.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := string(b)
 	i := strings.Index(s, after)
 	if i < 0 {
-		t.Fatalf("README.md has no %q", after)
+		t.Fatalf("docs/cli.md has no %q", after)
 	}
 	s = s[i:]
 	start := strings.Index(s, "```")
@@ -33,7 +34,7 @@ func readmeBlock(t *testing.T, after string) string {
 	return s[:strings.Index(s, "```")]
 }
 
-// The README's samples of nandi's output are what the code prints:
+// The guide's samples of nandi's output (docs/cli.md) are what the code prints:
 // rendered by the functions status and watch print with, from the values
 // the samples show.
 func TestReadmeSamplesAreRealOutput(t *testing.T) {
@@ -53,7 +54,7 @@ func TestReadmeSamplesAreRealOutput(t *testing.T) {
 	var out bytes.Buffer
 	printWorkers(&out, s)
 	if want := readmeBlock(t, "`nandi status` lists the workers"); out.String() != want {
-		t.Errorf("README's nandi status sample:\n%s\nwhat printWorkers prints:\n%s", want, out.String())
+		t.Errorf("docs/cli.md's nandi status sample:\n%s\nwhat printWorkers prints:\n%s", want, out.String())
 	}
 
 	out.Reset()
@@ -64,11 +65,11 @@ func TestReadmeSamplesAreRealOutput(t *testing.T) {
 		[]string{"REBALANCE 3 -> 4", "joined: mail-sender-5b2e-x"}))
 	out.WriteString(watchLine(time.Date(2026, 12, 3, 11, 50, 10, 127e6, time.UTC), 1796298609, 4, 4, gen, "2 (4 replicas)", []string{"-"}))
 	if want := readmeBlock(t, "`nandi watch` marks each rebalance"); out.String() != want {
-		t.Errorf("README's nandi watch sample:\n%s\nwhat watch prints:\n%s", want, out.String())
+		t.Errorf("docs/cli.md's nandi watch sample:\n%s\nwhat watch prints:\n%s", want, out.String())
 	}
 }
 
-// The README's samples of commands run against Redis are their output,
+// The guide's samples of commands run against Redis (docs/cli.md) are their output,
 // with the times, tokens and entry IDs of that run.
 func TestReadmeCommandSamples(t *testing.T) {
 	srv := redistest.Start(t)
@@ -78,6 +79,59 @@ func TestReadmeCommandSamples(t *testing.T) {
 	want := readmeBlock(t, "`nandi_consumer_paused_since_seconds` say each worker")
 	want = strings.SplitN(want, "\n", 2)[1] // after the command line
 	if got := stamp.ReplaceAllString(out, "T"); got != stamp.ReplaceAllString(want, "T") {
-		t.Errorf("README's nandi pause sample:\n%s\nwhat nandi pause prints:\n%s%s", want, out, errOut)
+		t.Errorf("docs/cli.md's nandi pause sample:\n%s\nwhat nandi pause prints:\n%s%s", want, out, errOut)
+	}
+}
+
+// docCommand returns the command line (without "$ ") and the output of the
+// sample in docs/cli.md that begins with "$ nandi " + prefix.
+func docCommand(t *testing.T, prefix string) (cmd, output string) {
+	t.Helper()
+	b, err := os.ReadFile("../../docs/cli.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(b)
+	i := strings.Index(s, "$ nandi "+prefix)
+	if i < 0 {
+		t.Fatalf("docs/cli.md has no sample of nandi %s", prefix)
+	}
+	s = s[i+2:]
+	s = s[:strings.Index(s, "```")]
+	cmd, output, _ = strings.Cut(s, "\n")
+	if j := strings.Index(output, "\n$ "); j >= 0 {
+		output = output[:j+1]
+	}
+	return cmd, output
+}
+
+var digits = regexp.MustCompile(`\d+`)
+
+// shape is a text's set of lines with every number, timestamp and run of
+// spaces made alike: what stays the same from run to run.
+func shape(s string) map[string]bool {
+	out := map[string]bool{}
+	for _, l := range strings.Split(s, "\n") {
+		if l = strings.Join(strings.Fields(digits.ReplaceAllString(l, "N")), " "); l != "" {
+			out[l] = true
+		}
+	}
+	return out
+}
+
+// sameShape fails the test unless the guide's sample and the real output
+// have the same lines but for their numbers.
+func sameShape(t *testing.T, what, doc, real string) {
+	t.Helper()
+	d, r := shape(doc), shape(real)
+	for l := range d {
+		if !r[l] {
+			t.Errorf("docs/cli.md's sample of %s has a line the real output does not: %q\nreal output:\n%s", what, l, real)
+		}
+	}
+	for l := range r {
+		if !d[l] {
+			t.Errorf("the real output of %s has a line docs/cli.md's sample does not: %q\nsample:\n%s", what, l, doc)
+		}
 	}
 }

@@ -156,7 +156,7 @@ func TestWebPageInABrowser(t *testing.T) {
 	}
 
 	screenshot := os.Getenv("NANDI_SCREENSHOT") != ""
-	if screenshot { // a strip worth looking at in the README
+	if screenshot { // a strip worth looking at in the guide
 		time.Sleep(40 * iv)
 	}
 	g.start("mail-sender-7f9c-d")

@@ -1,6 +1,6 @@
 // Package kubernetes holds nandi's Kubernetes manifests; this test decodes
 // each strictly with the Kubernetes API types (an unknown or misspelt
-// field fails), with no cluster, and checks what the README promises of
+// field fails), with no cluster, and checks what docs/kubernetes.md promises of
 // them.
 package kubernetes
 
@@ -127,7 +127,7 @@ func TestEveryManifestDecodesStrictly(t *testing.T) {
 	}
 }
 
-// alerts are what the PrometheusRule must have (README "Kubernetes").
+// alerts are what the PrometheusRule must have (docs/kubernetes.md).
 var alerts = []string{"NandiGroupNotFullyAssigned", "NandiOldestTaskStuck", "NandiHandlersOverdue", "NandiShareUnserved", "NandiDeadLetters", "NandiLedgerCorrupt"}
 
 // checkRules parses every rule's PromQL with Prometheus's own parser and

@@ -13,16 +13,17 @@ import (
 	"github.com/nandi-go/nandi/transport"
 )
 
-// The README's report is what report.print prints, from its figures.
+// The guide's report (docs/demos.md) is what report.print prints, from
+// its figures.
 func TestReadmeReportIsRealOutput(t *testing.T) {
-	b, err := os.ReadFile("../../README.md")
+	b, err := os.ReadFile("../../docs/demos.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := string(b)
 	i := strings.Index(s, "report (the SMTP sink received)")
 	if i < 0 {
-		t.Fatal("README.md shows no demo report")
+		t.Fatal("docs/demos.md shows no demo report")
 	}
 	want := s[i:]
 	want = "\n" + want[:strings.Index(want, "```")]
@@ -31,7 +32,7 @@ func TestReadmeReportIsRealOutput(t *testing.T) {
 	var out bytes.Buffer
 	r.print(&out)
 	if out.String() != want {
-		t.Errorf("README's report:\n%s\nwhat the demo prints:\n%s", want, out.String())
+		t.Errorf("docs/demos.md's report:\n%s\nwhat the demo prints:\n%s", want, out.String())
 	}
 }
 

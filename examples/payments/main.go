@@ -251,19 +251,31 @@ func demo(ctx context.Context, cfg config, out io.Writer) (ok bool, err error) {
 		}
 	}
 	rows.Close()
-	ok = n == cfg.payments && twice == 0 && wrong == 0
+	r := report{payments: cfg.payments, applied: n, twice: twice, wrong: wrong, accounts: cfg.accounts, kills: kills, took: took}
+	r.print(out)
+	return r.ok(), nil
+}
+
+// report is what the demo found in PostgreSQL.
+type report struct {
+	payments, applied, twice, wrong, accounts, kills int
+	took                                             time.Duration
+}
+
+func (r report) ok() bool { return r.applied == r.payments && r.twice == 0 && r.wrong == 0 }
+
+func (r report) print(out io.Writer) {
 	fmt.Fprintf(out, "\nreport (PostgreSQL)\n")
-	fmt.Fprintf(out, "  payments:        %d\n", cfg.payments)
-	fmt.Fprintf(out, "  applied:         %d (each recorded once: %d twice)\n", n, twice)
-	fmt.Fprintf(out, "  balances wrong:  %d of %d\n", wrong, cfg.accounts)
-	fmt.Fprintf(out, "  workers killed:  %d (-9)\n", kills)
-	fmt.Fprintf(out, "  took:            %v\n", took.Round(time.Millisecond))
-	if ok {
+	fmt.Fprintf(out, "  payments:        %d\n", r.payments)
+	fmt.Fprintf(out, "  applied:         %d (each recorded once: %d twice)\n", r.applied, r.twice)
+	fmt.Fprintf(out, "  balances wrong:  %d of %d\n", r.wrong, r.accounts)
+	fmt.Fprintf(out, "  workers killed:  %d (-9)\n", r.kills)
+	fmt.Fprintf(out, "  took:            %v\n", r.took.Round(time.Millisecond))
+	if r.ok() {
 		fmt.Fprintln(out, "  result:          OK, every payment exactly once")
 	} else {
 		fmt.Fprintln(out, "  result:          FAILED")
 	}
-	return ok, nil
 }
 
 // work is one worker process: a consumer of the payments stream with the

@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"os/signal"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -39,6 +40,7 @@ func TestPaymentsExactlyOnceWhileWorkersAreKilled(t *testing.T) {
 	if err != nil || !ok || !strings.Contains(out.String(), "every payment exactly once") {
 		t.Fatalf("demo: ok %v, %v\n%s", ok, err, out.String())
 	}
+	reportIsTheGuides(t, out.String())
 	if !strings.Contains(out.String(), "killed a worker") {
 		t.Errorf("no worker was killed:\n%s", out.String())
 	}
@@ -49,5 +51,50 @@ func TestNoPostgresSaysHowToStartOne(t *testing.T) {
 	_, err := connect(context.Background(), "postgres://postgres@127.0.0.1:1/test?sslmode=disable")
 	if err == nil || !strings.Contains(err.Error(), "start one") || !strings.Contains(err.Error(), "-postgres") {
 		t.Fatalf("connect to nothing: %v; want a message saying how to start one", err)
+	}
+}
+
+// reportIsTheGuides checks the report the run printed against the one
+// docs/demos.md shows: the same lines but for their figures.
+func reportIsTheGuides(t *testing.T, out string) {
+	t.Helper()
+	b, err := os.ReadFile("../../docs/demos.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(b)
+	i := strings.Index(doc, "report (PostgreSQL)")
+	if i < 0 {
+		t.Fatal("docs/demos.md shows no payments report")
+	}
+	doc = doc[i:]
+	doc = doc[:strings.Index(doc, "```")]
+	j := strings.Index(out, "report (PostgreSQL)")
+	if j < 0 {
+		t.Fatalf("the run printed no report:\n%s", out)
+	}
+	digits := regexp.MustCompile(`[0-9.]+`)
+	norm := func(s string) string { return digits.ReplaceAllString(strings.TrimSpace(s), "N") }
+	if got, want := norm(out[j:]), norm(doc); got != want {
+		t.Errorf("the report:\n%s\nis not what docs/demos.md shows:\n%s", out[j:], doc)
+	}
+}
+
+// The report docs/demos.md shows is what report.print prints, from its
+// figures.
+func TestReportIsTheGuides(t *testing.T) {
+	var out bytes.Buffer
+	report{payments: 5000, applied: 5000, accounts: 100, kills: 5, took: 13329 * time.Millisecond}.print(&out)
+	b, err := os.ReadFile("../../docs/demos.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(b)
+	i := strings.Index(doc, "report (PostgreSQL)")
+	if i < 0 {
+		t.Fatal("docs/demos.md shows no payments report")
+	}
+	if want := "\n" + doc[i:i+strings.Index(doc[i:], "```")]; out.String() != want {
+		t.Errorf("docs/demos.md shows:\n%s\nthe demo prints:\n%s", want, out.String())
 	}
 }
