@@ -58,7 +58,6 @@ type mono time.Duration
 var monoBase = time.Now()
 
 func monoNow() mono                         { return mono(time.Since(monoBase)) }
-func monoOf(t time.Time) mono               { return mono(t.Sub(monoBase)) }
 func (m mono) since(now mono) time.Duration { return time.Duration(now - m) }
 
 func (tr *term) newTask(m *transport.Message, id uint64, err error, now mono) *task {

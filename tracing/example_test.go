@@ -56,7 +56,7 @@ func Example() {
 			fmt.Println(s.Name(), "is a child of checkout:", s.Parent().SpanID() == span.SpanContext().SpanID())
 			for _, a := range s.Attributes() {
 				if a.Key == "messaging.consumer.group.name" || a.Key == "messaging.system" {
-					fmt.Println(a.Key, "=", a.Value.Emit())
+					fmt.Println(a.Key, "=", a.Value.String())
 				}
 			}
 		}

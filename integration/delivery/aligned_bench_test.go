@@ -6,7 +6,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"text/tabwriter"
@@ -39,50 +38,6 @@ func fillAligned(c redis.UniversalClient, names []string, n int) {
 	}
 }
 
-// xreadgroupStreams runs k consumers of one XREADGROUP group over streams
-// (each consumer reads every stream, as a consumer group does), each
-// reading the fields and acknowledging per batch.
-func xreadgroupStreams(b *testing.B, c redis.UniversalClient, streams []string, k, n int) float64 {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	group := fmt.Sprintf("g%d", time.Now().UnixNano())
-	for _, s := range streams {
-		if err := c.XGroupCreate(ctx, s, group, "0").Err(); err != nil {
-			b.Fatal(err)
-		}
-	}
-	args := append([]string(nil), streams...)
-	for range streams {
-		args = append(args, ">")
-	}
-	w := newWindow(n)
-	var wg sync.WaitGroup
-	for i := range k {
-		wg.Go(func() {
-			for ctx.Err() == nil {
-				res, err := c.XReadGroup(ctx, &redis.XReadGroupArgs{Group: group, Consumer: strconv.Itoa(i), Streams: args, Count: 512, Block: 100 * time.Millisecond}).Result()
-				if err != nil {
-					continue
-				}
-				for _, st := range res {
-					ids := make([]string, 0, len(st.Messages))
-					for _, m := range st.Messages {
-						id, _ := strconv.ParseUint(m.Values["id"].(string), 10, 64)
-						p, _ := m.Values["payload"].(string)
-						sink.Add(id + uint64(len(p)))
-						w.add(1)
-						ids = append(ids, m.ID)
-					}
-					c.XAck(ctx, st.Stream, group, ids...)
-				}
-			}
-		})
-	}
-	w.wait(b, "XREADGROUP")
-	cancel()
-	wg.Wait()
-	return w.rate()
-}
 
 // BenchmarkAlignedFigures prints issue 22's targets: groups of 4, 16 and 64
 // over 48 aligned streams against XREADGROUP+XACK with as many consumers

@@ -88,7 +88,7 @@ func TestNATSCoreCountsWhatArrivesUnowned(t *testing.T) {
 	}
 	time.Sleep(50 * time.Millisecond) // subscribed; the lease needs two intervals more
 	publish(0, 100)
-	redistest.WaitFor(t, 10*time.Second, "100 messages read while holding nothing", func() bool { return c.Stats().Unowned == 100 })
+	redistest.WaitFor(t, 10*time.Second, "100 messages read while holding nothing", func() bool { return c.Stats().Unheld == 100 })
 	if _, err := l.Next(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +98,7 @@ func TestNATSCoreCountsWhatArrivesUnowned(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	if st := c.Stats(); st.Unowned != 100 || st.Handled != 100 {
+	if st := c.Stats(); st.Unheld != 100 || st.Handled != 100 {
 		t.Fatalf("Stats = %+v; want 100 unowned (lost, and counted), 100 handled", st)
 	}
 }
