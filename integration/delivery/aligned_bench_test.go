@@ -38,7 +38,6 @@ func fillAligned(c redis.UniversalClient, names []string, n int) {
 	}
 }
 
-
 // BenchmarkAlignedFigures prints issue 22's targets: groups of 4, 16 and 64
 // over 48 aligned streams against XREADGROUP+XACK with as many consumers
 // (rate and Redis CPU per message); Kafka (kfake) over 12 partitions
