@@ -13,54 +13,38 @@ import (
 // runs and starts nothing, keeping its lease, until nandi resume.
 func cmdPause(ctx context.Context, args []string, out, errOut io.Writer) int {
 	fs := newFlags("pause", out, errOut)
-	url := fs.redisURL("the group's Redis")
-	group := fs.String("group", "", "the group's name (partition.Options.Name)")
 	reason := fs.String("reason", "", "why, for nandi status and the workers' logs")
-	if code, ok := fs.parse(args); !ok {
-		return code
-	}
-	if *group == "" {
-		return fs.usageError("-group is required")
-	}
-	c, code := fs.connected(ctx, *url)
+	c, group, _, code := groupArgs(ctx, fs, args, false)
 	if c == nil {
 		return code
 	}
 	defer c.Close()
-	st, err := consumer.Pause(ctx, c, *group, *reason)
+	st, err := consumer.Pause(ctx, c, group, *reason)
 	if err != nil {
 		return fs.failed(err)
 	}
 	fmt.Fprintf(out, "group %s paused since %s%s: each worker finishes what runs and starts nothing within an interval, keeping its lease; nandi resume -group %s ends it\n",
-		*group, st.Since.Format(time.RFC3339), reasonText(st.Reason), *group)
+		group, st.Since.Format(time.RFC3339), reasonText(st.Reason), group)
 	return 0
 }
 
 // cmdResume ends a group's pause.
 func cmdResume(ctx context.Context, args []string, out, errOut io.Writer) int {
 	fs := newFlags("resume", out, errOut)
-	url := fs.redisURL("the group's Redis")
-	group := fs.String("group", "", "the group's name (partition.Options.Name)")
-	if code, ok := fs.parse(args); !ok {
-		return code
-	}
-	if *group == "" {
-		return fs.usageError("-group is required")
-	}
-	c, code := fs.connected(ctx, *url)
+	c, group, _, code := groupArgs(ctx, fs, args, false)
 	if c == nil {
 		return code
 	}
 	defer c.Close()
-	resumed, err := consumer.Resume(ctx, c, *group)
+	resumed, err := consumer.Resume(ctx, c, group)
 	if err != nil {
 		return fs.failed(err)
 	}
 	if !resumed {
-		fmt.Fprintf(out, "group %s was not paused\n", *group)
+		fmt.Fprintf(out, "group %s was not paused\n", group)
 		return 0
 	}
-	fmt.Fprintf(out, "group %s resumed: each worker starts tasks again within an interval\n", *group)
+	fmt.Fprintf(out, "group %s resumed: each worker starts tasks again within an interval\n", group)
 	return 0
 }
 

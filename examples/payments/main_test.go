@@ -58,17 +58,7 @@ func TestNoPostgresSaysHowToStartOne(t *testing.T) {
 // docs/demos.md shows: the same lines but for their figures.
 func reportIsTheGuides(t *testing.T, out string) {
 	t.Helper()
-	b, err := os.ReadFile("../../docs/demos.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	doc := string(b)
-	i := strings.Index(doc, "report (PostgreSQL)")
-	if i < 0 {
-		t.Fatal("docs/demos.md shows no payments report")
-	}
-	doc = doc[i:]
-	doc = doc[:strings.Index(doc, "```")]
+	doc := guideReport(t)
 	j := strings.Index(out, "report (PostgreSQL)")
 	if j < 0 {
 		t.Fatalf("the run printed no report:\n%s", out)
@@ -85,6 +75,14 @@ func reportIsTheGuides(t *testing.T, out string) {
 func TestReportIsTheGuides(t *testing.T) {
 	var out bytes.Buffer
 	report{payments: 5000, applied: 5000, accounts: 100, kills: 5, took: 13329 * time.Millisecond}.print(&out)
+	if want := "\n" + guideReport(t); out.String() != want {
+		t.Errorf("docs/demos.md shows:\n%s\nthe demo prints:\n%s", want, out.String())
+	}
+}
+
+// guideReport returns the payments report docs/demos.md shows.
+func guideReport(t *testing.T) string {
+	t.Helper()
 	b, err := os.ReadFile("../../docs/demos.md")
 	if err != nil {
 		t.Fatal(err)
@@ -94,7 +92,5 @@ func TestReportIsTheGuides(t *testing.T) {
 	if i < 0 {
 		t.Fatal("docs/demos.md shows no payments report")
 	}
-	if want := "\n" + doc[i:i+strings.Index(doc[i:], "```")]; out.String() != want {
-		t.Errorf("docs/demos.md shows:\n%s\nthe demo prints:\n%s", want, out.String())
-	}
+	return doc[i : i+strings.Index(doc[i:], "```")]
 }
