@@ -110,7 +110,9 @@ func (c *handlerCtx) Value(key any) any {
 // DeadLetter's logs. Package tracing calls it with its span's context, so
 // that a failure is logged in the task's trace; a middleware of your own
 // can do the same. It does nothing for a context that is not a handler's
-// (or derived from one), and after the call has returned.
+// (or derived from one). Call it while the handler runs: a call from a
+// goroutine that outlives the handler may be taken for the worker's next
+// task.
 func SetTaskContext(ctx context.Context) {
 	if w, ok := ctx.Value(workerKey{}).(*worker); ok {
 		w.taskCtx.Store(&ctx)
