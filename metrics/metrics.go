@@ -12,7 +12,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Options configure the collectors. The zero value is usable.
+// Options configure the collectors. The zero value is usable. The
+// histograms' buckets are those their figures are kept in: the handler
+// durations' are consumer.Options.HandlerBuckets (default hist.Bounds,
+// 250µs to 30s), the registrations' hist.Bounds.
 type Options struct {
 	// Namespace prefixes every name; default "nandi".
 	Namespace string
