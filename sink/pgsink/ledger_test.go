@@ -46,9 +46,21 @@ func TestLostLedgerRedoesNothing(t *testing.T) {
 	const n = 300
 	accounts(t, p, "acc3", n)
 	log := memory.NewLog(2)
-	for i := range n {
-		log.Append(strconv.Itoa(i), nil)
-	}
+	// The tasks arrive over a second, in 10 bursts: the sink forgets as
+	// batches run (at most every ForgetEvery), so a log handled in one go
+	// on a quiet machine would leave nothing forgotten before the ledger
+	// is lost, and the test would not test what it says.
+	appended := make(chan struct{})
+	go func() {
+		defer close(appended)
+		for i := range n {
+			log.Append(strconv.Itoa(i), nil)
+			if (i+1)%(n/10) == 0 {
+				time.Sleep(100 * time.Millisecond)
+			}
+		}
+	}()
+	defer func() { <-appended }()
 	const group = "lostledger"
 	ledger := checkpoint.NewRedis(rs.Client(), group)
 	s, err := pgsink.New(context.Background(), p, pgsink.Options{Group: group, Checkpoints: ledger, ForgetEvery: 50 * time.Millisecond})
