@@ -76,11 +76,28 @@ func throughSizes(t *testing.T, f *fleet, publish func(key string, payload []byt
 		time.Sleep(50 * time.Millisecond)
 	}
 	time.Sleep(500 * time.Millisecond) // anything handled twice shows up now
-	for _, m := range f.live {
-		a, ok := m.c.Lease().Current()
-		if got := m.c.Reading(); ok && fmt.Sprint(got) != fmt.Sprint(a.ShardsOf(12)) {
-			t.Errorf("%d of %d reads shards %v; want %v", a.Index, a.Replicas, got, a.ShardsOf(12))
+	// Each worker holding a share reads exactly the shards it can own ids
+	// in. A worker whose term has just begun reads nothing until it has
+	// opened the log (Kafka's metadata and readers take a while), so the
+	// group is given until a deadline to be seen settled, and a mismatch
+	// left then fails.
+	deadline = time.Now().Add(10 * time.Second)
+	for {
+		mismatch := ""
+		for _, m := range f.live {
+			a, ok := m.c.Lease().Current()
+			if got := m.c.Reading(); ok && fmt.Sprint(got) != fmt.Sprint(a.ShardsOf(12)) {
+				mismatch = fmt.Sprintf("%d of %d reads shards %v; want %v", a.Index, a.Replicas, got, a.ShardsOf(12))
+			}
 		}
+		if mismatch == "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Error(mismatch)
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 	f.stopAll()
 	f.check(ids, each)
