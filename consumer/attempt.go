@@ -199,7 +199,9 @@ func (tr *term) invoke(w *worker, t *task, what userCall) (err error, attached b
 
 // callHandler calls the handler on m with w's context.
 func (sh *shared) callHandler(w *worker, m *transport.Message) (err error) {
-	w.taskCtx.Store(nil)
+	if w.taskCtx.Load() != nil { // a plain load on the per-message path; a store only after SetTaskContext
+		w.taskCtx.Store(nil)
+	}
 	defer sh.recoverInto(&err, "handler")
 	return sh.h(w.ctx, m)
 }

@@ -69,7 +69,8 @@ type shared struct {
 	pause    pauser // the group's pause, as this worker last read it
 	workerID string // Consumer.Worker, for DeadLetter's context
 
-	lastLag atomic.Pointer[lagReading] // computed each interval (LastLag)
+	lastLag   atomic.Pointer[lagReading] // computed each interval (LastLag)
+	lagWanted atomic.Bool                // LastLag was called: compute the lag even with NoPresence
 
 	seenMu    sync.Mutex
 	seen      int64                // the newest checkpoint epoch seen

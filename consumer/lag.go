@@ -47,12 +47,13 @@ type lagReading struct {
 }
 
 // LastLag returns the lag as the worker last computed it, on its own
-// schedule (once per lease interval, with its presence record, whether or
-// not NoPresence), and when: what package metrics serves at a scrape, so
+// schedule (once per lease interval, with its presence record; with
+// NoPresence, from the first call of LastLag on), and when: what package metrics serves at a scrape, so
 // that a scrape does no I/O. at is zero before the first computation (and
 // always for a lease without a Redis client, which has no presence
 // loop); err is why the last one failed.
 func (c *Consumer) LastLag() (l Lag, at time.Time, err error) {
+	c.lagWanted.Store(true)
 	r := c.lastLag.Load()
 	if r == nil {
 		return Lag{}, time.Time{}, nil

@@ -37,8 +37,15 @@ func (c *Consumer) presence(ctx context.Context) {
 	defer tick.Stop()
 	for {
 		wctx, cancel := context.WithTimeout(ctx, iv)
-		lag, err := c.Lag(wctx)
-		c.lastLag.Store(&lagReading{lag: lag, at: time.Now(), err: err})
+		// The lag costs a description of the source and a read of the
+		// ledger: done for the presence record, or once something has asked
+		// for it (LastLag: package metrics), not otherwise.
+		var lag Lag
+		var err error
+		if !c.opts.NoPresence || c.lagWanted.Load() {
+			lag, err = c.Lag(wctx)
+			c.lastLag.Store(&lagReading{lag: lag, at: time.Now(), err: err})
+		}
 		var paused *redis.StringCmd
 		_, _ = client.Pipelined(wctx, func(p redis.Pipeliner) error {
 			if !c.opts.NoPresence {

@@ -176,3 +176,48 @@ func TestNoPresence(t *testing.T) {
 		t.Errorf("NoPresence wrote %v", keys)
 	}
 }
+
+// infoCounter counts a source's Info calls: the I/O a lag costs.
+type infoCounter struct {
+	transport.Source
+	n atomic.Int64
+}
+
+func (s *infoCounter) Info(ctx context.Context) (transport.Info, error) {
+	s.n.Add(1)
+	return s.Source.Info(ctx)
+}
+
+// With NoPresence the lag is computed only once something asks for it
+// (LastLag: package metrics at its registration): until then no interval
+// costs a description of the source; from then on each does, and the lag
+// is served.
+func TestLagIsComputedOnlyWhenWanted(t *testing.T) {
+	srv := redistest.Start(t)
+	const iv = 100 * time.Millisecond
+	l, _ := partition.New(srv.Client(), partition.Options{Name: "lagwanted", Interval: iv})
+	src := &infoCounter{Source: memory.NewLog(1).Source()}
+	c, err := consumer.New(l, src, func(context.Context, *transport.Message) error { return nil },
+		consumer.Options{NoPresence: true, DescribeInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	if _, err := l.Next(ctx); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * iv) // the term's own descriptions are behind us
+	before := src.n.Load()
+	time.Sleep(10 * iv)
+	if n := src.n.Load() - before; n != 0 {
+		t.Errorf("%d Info calls in 10 intervals with NoPresence and nobody asking for the lag; want 0", n)
+	}
+	c.LastLag() // as metrics.Register does
+	redistest.WaitFor(t, 10*time.Second, "the lag computed", func() bool {
+		_, at, err := c.LastLag()
+		return !at.IsZero() && err == nil
+	})
+}

@@ -104,7 +104,12 @@ func List(ctx context.Context, c redis.Cmdable, stream, start, end string, count
 	if count <= 0 {
 		count = 100
 	}
-	xs, err := c.XRangeN(ctx, stream, start, end, count).Result()
+	return letters(c.XRangeN(ctx, stream, start, end, count), stream)
+}
+
+// letters decodes the entries a range read returned.
+func letters(cmd *redis.XMessageSliceCmd, stream string) ([]Letter, error) {
+	xs, err := cmd.Result()
 	if err != nil {
 		return nil, fmt.Errorf("deadletter: read %s: %w", stream, err)
 	}
@@ -162,13 +167,5 @@ func Header(f string) string {
 
 // Latest returns the newest n letters of stream, newest first.
 func Latest(ctx context.Context, c redis.Cmdable, stream string, n int64) ([]Letter, error) {
-	xs, err := c.XRevRangeN(ctx, stream, "+", "-", n).Result()
-	if err != nil {
-		return nil, fmt.Errorf("deadletter: read %s: %w", stream, err)
-	}
-	out := make([]Letter, 0, len(xs))
-	for _, x := range xs {
-		out = append(out, letter(x))
-	}
-	return out, nil
+	return letters(c.XRevRangeN(ctx, stream, "+", "-", n), stream)
 }

@@ -62,9 +62,10 @@
 //	nandi_consumer_dropped_total                counter  messages the transport dropped before the consumer read them (NATS core slow consumer); for Redis Streams, producer trims that removed unread entries (at least one each)
 //
 // lost_unowned counts messages of a source that keeps nothing (NATS core)
-// that arrived while this worker held no lease: gone. The consumer's lag
-// gauges ask the source for its ends at scrape time (bounded by
-// Options.InfoTimeout) and exist only while a term is held; they count the
+// that arrived while this worker held no lease: gone. The lag gauges serve
+// what the consumer computed last, once per lease interval
+// (Consumer.LastLag): a scrape does no I/O. The consumer's lag gauges exist
+// only while a term is held (as of that computation); they count the
 // log between this index's checkpoint and the end, the other indexes'
 // messages included. The group's lag gauges read the checkpoint ledger as
 // well and are there whether the worker holds anything or not: every

@@ -33,9 +33,6 @@ func (o Options) withDefaults() Options {
 	if o.Namespace == "" {
 		o.Namespace = "nandi"
 	}
-	if o.InfoTimeout <= 0 {
-		o.InfoTimeout = time.Second
-	}
 	return o
 }
 
@@ -156,7 +153,6 @@ type consumerCollector struct {
 	stats                                        func() consumer.Stats
 	lagOf                                        func() (consumer.Lag, time.Time, error)
 	dropped                                      func() int64 // nil: the source drops nothing
-	timeout                                      time.Duration
 	messages, failures, inFlight, drains, writes *prometheus.Desc
 	terms, lagMessages, lagSeconds, droppedDesc  *prometheus.Desc
 	panics, overdue, overdueTotal, pending       *prometheus.Desc
@@ -172,6 +168,7 @@ func newConsumerCollector(c *consumer.Consumer, o Options) *consumerCollector {
 	if d, ok := c.Source().(transport.Dropper); ok {
 		dropped = d.Dropped
 	}
+	c.LastLag() // says the lag is wanted: computed each interval from now on, even with NoPresence
 	return consumerCollectorOf(c.Lease().Name(), c.Stats, c.LastLag, dropped, o)
 }
 
@@ -185,7 +182,6 @@ func consumerCollectorOf(group string, stats func() consumer.Stats, lag func() (
 		lagOf:            lag,
 		dropped:          dropped,
 		droppedDesc:      d("dropped_total", "Messages the transport dropped before the consumer read them (NATS core: slow consumer)."),
-		timeout:          o.InfoTimeout,
 		messages:         d("messages_total", "Messages by outcome: handled, not_owned, done_before, dead_lettered, skipped, abandoned, lost_unowned, bad_shard.", "outcome"),
 		failures:         d("handler_failures_total", "Failed handler attempts."),
 		inFlight:         d("in_flight", "Calls into user code running now."),
