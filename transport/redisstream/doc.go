@@ -23,8 +23,10 @@
 // The task id comes from a field of the entry (Options.KeyField, default
 // "id") or from Options.Key. An entry without it is not dropped: it goes to
 // the consumer's failure policy with an error naming the entry. The payload
-// is Options.PayloadField (default "payload"); every other field becomes a
-// header.
+// is Options.PayloadField (default "payload"); an entry without that field
+// goes to the failure policy too (its error names the fields it has),
+// unless Options.OptionalPayload says payloads may be absent. Every other
+// field becomes a header.
 //
 // Reads block for at most Options.Block (default 100ms) at a time: go-redis
 // does not interrupt a blocking read when its context ends, so a cancelled

@@ -11,7 +11,8 @@ import (
 // FuzzMessage decodes stream entries: an entry ID that parses is its
 // position, and a position prints back as the same ID; the task id comes
 // from the key field or the entry is reported (naming it) and never
-// dropped; the payload field is the payload and every other field a header.
+// dropped; an entry without the payload field is reported too, keeping its
+// key; the payload field is the payload and every other field a header.
 func FuzzMessage(f *testing.F) {
 	f.Add("1700000000000-0", "id", "42", "payload", "hello", "trace", "abc")
 	f.Add("0-1", "other", "x", "payload", "", "", "")
@@ -41,8 +42,11 @@ func FuzzMessage(f *testing.F) {
 			t.Fatalf("position %v prints as %q, which parses as %v, %v", m.Position, formatID(m.Position), back, err)
 		}
 		key, hasKey := values["id"]
+		_, hasPayload := values["payload"]
 		switch {
-		case hasKey && (m.Err != nil || m.Key != key):
+		case hasKey && !hasPayload && (m.Err == nil || !strings.Contains(m.Err.Error(), id) || m.Key != key):
+			t.Fatalf("entry %q without a payload field: key %q, err %v; want its key and an error naming it", id, m.Key, m.Err)
+		case hasKey && hasPayload && (m.Err != nil || m.Key != key):
 			t.Fatalf("entry %q with id %q: key %q, err %v", id, key, m.Key, m.Err)
 		case !hasKey && (m.Err == nil || !strings.Contains(m.Err.Error(), id) || m.Key != transport.FallbackKey("tasks/"+id)):
 			t.Fatalf("entry %q without an id field: key %q, err %v; want an error naming it, and the fallback key of its place", id, m.Key, m.Err)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -24,6 +25,13 @@ const (
 type Options struct {
 	KeyField     string // the entry field holding the task id; default "id"
 	PayloadField string // the entry field that becomes Message.Payload; default "payload"
+	// OptionalPayload accepts entries without PayloadField (their payload
+	// is empty). By default such an entry is malformed: it goes to the
+	// failure policy with an error naming its fields, like an entry
+	// without its id, rather than be handled as an empty task (a producer
+	// that named the field otherwise, "data" say, would have every body
+	// arrive as a header).
+	OptionalPayload bool
 
 	// Key, if set, returns the task id of an entry instead of KeyField.
 	Key func(id string, values map[string]any) (string, error)
@@ -536,6 +544,9 @@ func (s *Source) message(m *transport.Message, x redis.XMessage, shard int) erro
 	payload, hasPayload := x.Values[s.opts.PayloadField]
 	if hasPayload {
 		m.Payload = []byte(text(payload))
+	} else if m.Err == nil && !s.opts.OptionalPayload {
+		m.Err = fmt.Errorf("redisstream: entry %s of stream %s has no field %q (its payload; it has %s): set Options.PayloadField to the field that holds it, or Options.OptionalPayload if entries may have none",
+			x.ID, s.streams[shard], s.opts.PayloadField, fieldNames(x.Values))
 	}
 	// Every other field is a header (no map when there is none).
 	known := 0
@@ -554,6 +565,19 @@ func (s *Source) message(m *transport.Message, x redis.XMessage, shard int) erro
 		}
 	}
 	return nil
+}
+
+// fieldNames lists an entry's fields, sorted, quoted.
+func fieldNames(values map[string]any) string {
+	names := make([]string, 0, len(values))
+	for f := range values {
+		names = append(names, strconv.Quote(f))
+	}
+	slices.Sort(names)
+	if len(names) == 0 {
+		return "no fields"
+	}
+	return strings.Join(names, ", ")
 }
 
 // text is a field's value as go-redis returns it (a string), without

@@ -53,6 +53,35 @@ func fetchOne(t *testing.T, src *redisstream.Source) *transport.Message {
 	return ms[0]
 }
 
+// An entry with its id but no payload field (its body under another name)
+// is malformed, not an empty task: its error names the entry and its
+// fields and says what to set, and it keeps its key (its owner reports
+// it, in order). Options.OptionalPayload accepts it as empty.
+func TestEntryWithoutItsPayloadFieldCarriesAnError(t *testing.T) {
+	srv := redistest.Start(t)
+	c := srv.Client()
+	ctx := context.Background()
+	id, _ := c.XAdd(ctx, &redis.XAddArgs{Stream: "s", Values: []any{"id", "7", "data", "the body"}}).Result()
+	src, _ := redisstream.New(c, "s", redisstream.Options{})
+	m := fetchOne(t, src)
+	if m.Err == nil || m.Key != "7" {
+		t.Fatalf("key %q Err %v; want key 7 and an error", m.Key, m.Err)
+	}
+	for _, want := range []string{id, `"payload"`, `"data"`, `"id"`, "PayloadField", "OptionalPayload"} {
+		if !strings.Contains(m.Err.Error(), want) {
+			t.Errorf("Err %q does not name %s", m.Err, want)
+		}
+	}
+	opt, _ := redisstream.New(c, "s", redisstream.Options{OptionalPayload: true})
+	if m := fetchOne(t, opt); m.Err != nil || len(m.Payload) != 0 || m.Headers["data"] != "the body" {
+		t.Fatalf("with OptionalPayload: Err %v payload %q headers %v; want no error, empty payload, data as a header", m.Err, m.Payload, m.Headers)
+	}
+	named, _ := redisstream.New(c, "s", redisstream.Options{PayloadField: "data"})
+	if m := fetchOne(t, named); m.Err != nil || string(m.Payload) != "the body" {
+		t.Fatalf("with PayloadField data: Err %v payload %q", m.Err, m.Payload)
+	}
+}
+
 func TestEntryWithoutItsIDFieldCarriesAnErrorNamingIt(t *testing.T) {
 	srv := redistest.Start(t)
 	c := srv.Client()
@@ -78,7 +107,7 @@ func TestTrimDropsOnlyWhatIsBelow(t *testing.T) {
 	ctx := context.Background()
 	var ids []string
 	for i := range 10 {
-		id, _ := c.XAdd(ctx, &redis.XAddArgs{Stream: "t", Values: []any{"id", i}}).Result()
+		id, _ := c.XAdd(ctx, &redis.XAddArgs{Stream: "t", Values: []any{"id", i, "payload", ""}}).Result()
 		ids = append(ids, id)
 	}
 	keep, _ := transport.ParsePosition(ids[6])
@@ -263,7 +292,7 @@ func TestEntriesTrimmedUnreadAreCounted(t *testing.T) {
 	c := srv.Client()
 	ctx := context.Background()
 	for i := range 50 {
-		c.XAdd(ctx, &redis.XAddArgs{Stream: "mails", Values: []any{"id", i}})
+		c.XAdd(ctx, &redis.XAddArgs{Stream: "mails", Values: []any{"id", i, "payload", ""}})
 	}
 	src, _ := redisstream.New(c, "mails", redisstream.Options{})
 	_, handled, stop := runConsumer(t, c, "trimmed", src)
@@ -271,7 +300,7 @@ func TestEntriesTrimmedUnreadAreCounted(t *testing.T) {
 	stop()
 	// While the group is away, a producer keeps only the last 20 entries.
 	for i := range 100 {
-		c.XAdd(ctx, &redis.XAddArgs{Stream: "mails", MaxLen: 20, Values: []any{"id", 50 + i}})
+		c.XAdd(ctx, &redis.XAddArgs{Stream: "mails", MaxLen: 20, Values: []any{"id", 50 + i, "payload", ""}})
 	}
 	src2, _ := redisstream.New(c, "mails", redisstream.Options{})
 	cs, handled, stop := runConsumer(t, c, "trimmed", src2)
