@@ -24,10 +24,10 @@ type PauseState struct {
 
 // Pause pauses group: every worker lets what runs finish and starts
 // nothing more, while it keeps its lease and its place (resuming costs no
-// rebalance), until Resume. Each worker reads the pause with its presence
-// record, once per lease interval, in the same round trip, so a pause
-// takes effect within an interval (with Options.NoPresence, the read is a
-// round trip of its own). Pausing a paused group keeps its first Since.
+// rebalance), until Resume. Each worker reads the pause once per lease
+// interval, before anything else it does then and on its own timeout (a
+// source whose Info hangs cannot hold it up), so a pause takes effect
+// within an interval. Pausing a paused group keeps its first Since.
 func Pause(ctx context.Context, c redis.Cmdable, group, reason string) (PauseState, error) {
 	st := PauseState{Since: time.Now().UTC().Truncate(time.Millisecond), Reason: reason}
 	b, err := json.Marshal(st)

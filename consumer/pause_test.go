@@ -99,3 +99,60 @@ func TestPausedGroupStartsNothingAndKeepsItsLeases(t *testing.T) {
 		g.exactlyOnce(ids, each)
 	})
 }
+
+// hangingInfo is a source whose Info blocks until its context ends once
+// hang is set: a source whose metadata calls time out (a Kafka broker
+// that does not answer, a stream on a stalled node).
+type hangingInfo struct {
+	transport.Source
+	hang *atomic.Bool
+}
+
+func (h hangingInfo) Info(ctx context.Context) (transport.Info, error) {
+	if h.hang.Load() {
+		<-ctx.Done()
+		return transport.Info{}, ctx.Err()
+	}
+	return h.Source.Info(ctx)
+}
+
+// The pause is read on its own, not behind the lag (which describes the
+// source): with the source's Info hanging, a pause still takes effect
+// within an interval or two. (Before, the pause's read shared the lag's
+// timeout, failed after it, and the worker started tasks forever.)
+func TestPauseTakesEffectWhileTheSourceHangs(t *testing.T) {
+	const ids, each = 20, 2000
+	log := memory.NewLog(1)
+	fillTasks(func(k string, p []byte) { log.Append(k, p) }, ids, each)
+	var hang atomic.Bool
+	var started atomic.Int64
+	g := newGroup(t, func() transport.Source { return hangingInfo{log.Source(), &hang} }, consumer.Options{CheckpointInterval: 50 * time.Millisecond},
+		func(int, *partition.Lease) consumer.Handler {
+			return func(ctx context.Context, _ *transport.Message) error {
+				started.Add(1)
+				time.Sleep(time.Millisecond)
+				return nil
+			}
+		})
+	w := g.start()
+	g.settle()
+	waitFor(t, "tasks to run", func() bool { return started.Load() > 0 })
+	hang.Store(true)
+	if _, err := consumer.Pause(context.Background(), server(t).Client(), g.name, "test"); err != nil {
+		t.Fatal(err)
+	}
+	// The pause is read once per interval (200ms): after three intervals,
+	// and one more for what ran to finish, nothing may start.
+	time.Sleep(4 * 200 * time.Millisecond)
+	before := started.Load()
+	time.Sleep(5 * 200 * time.Millisecond)
+	if n := started.Load() - before; n != 0 {
+		t.Errorf("%d tasks started between 4 and 9 intervals after the pause, with the source's Info hanging; want none", n)
+	}
+	if !g.worker(w).c.Stats().Paused {
+		t.Errorf("the worker does not report the pause")
+	}
+	if before >= ids*each {
+		t.Fatalf("every task was done before the pause: the test proves nothing")
+	}
+}

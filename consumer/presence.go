@@ -23,9 +23,12 @@ type lastError struct {
 // that fails is left to the next one, silently (the lease reports the
 // store's trouble).
 //
-// In the same round trip it reads the group's pause (PauseKey), also with
-// NoPresence: a pause takes effect within an interval, and a read that
-// fails leaves the pause as it was.
+// Before it, each interval, it reads the group's pause (PauseKey), also
+// with NoPresence: a pause takes effect within an interval, and a read
+// that fails leaves the pause as it was. The pause is read first, on its
+// own timeout, so that a source whose Info hangs (the lag describes the
+// source) cannot delay it; the lag then has half an interval, and the
+// record a quarter, so one pass never outlasts its interval.
 func (c *Consumer) presence(ctx context.Context) {
 	client := c.lease.Client()
 	if client == nil {
@@ -36,26 +39,25 @@ func (c *Consumer) presence(ctx context.Context) {
 	tick := time.NewTicker(iv)
 	defer tick.Stop()
 	for {
-		wctx, cancel := context.WithTimeout(ctx, iv)
+		pctx, cancel := context.WithTimeout(ctx, iv/4)
+		c.notePause(client.Get(pctx, PauseKey(name)))
+		cancel()
 		// The lag costs a description of the source and a read of the
 		// ledger: done for the presence record, or once something has asked
 		// for it (LastLag: package metrics), not otherwise.
 		var lag Lag
 		var err error
 		if !c.opts.NoPresence || c.lagWanted.Load() {
-			lag, err = c.Lag(wctx)
+			lctx, cancel := context.WithTimeout(ctx, iv/2)
+			lag, err = c.Lag(lctx)
+			cancel()
 			c.lastLag.Store(&lagReading{lag: lag, at: time.Now(), err: err})
 		}
-		var paused *redis.StringCmd
-		_, _ = client.Pipelined(wctx, func(p redis.Pipeliner) error {
-			if !c.opts.NoPresence {
-				_ = presence.WriteIn(wctx, p, name, c.record(lag, err), ttl)
-			}
-			paused = p.Get(wctx, PauseKey(name))
-			return nil
-		})
-		cancel()
-		c.notePause(paused)
+		if !c.opts.NoPresence {
+			wctx, cancel := context.WithTimeout(ctx, iv/4)
+			_ = presence.Write(wctx, client, name, c.record(lag, err), ttl)
+			cancel()
+		}
 		select {
 		case <-tick.C:
 		case <-ctx.Done():

@@ -78,21 +78,6 @@ const MaxError = 300
 // Write stores r for group, to expire after ttl: one pipelined round trip
 // (SET PX, ZADD, ZREMRANGEBYSCORE of the expired, PEXPIRE of the set).
 func Write(ctx context.Context, c redis.Cmdable, group string, r *Record, ttl time.Duration) error {
-	var werr error
-	_, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
-		werr = WriteIn(ctx, p, group, r, ttl)
-		return werr
-	})
-	if werr != nil {
-		return werr
-	}
-	return err
-}
-
-// WriteIn queues Write's commands on p, for a caller that sends other
-// commands in the same round trip (the consumer reads the group's pause
-// with it); their errors come with p's Exec.
-func WriteIn(ctx context.Context, p redis.Pipeliner, group string, r *Record, ttl time.Duration) error {
 	if r.Worker == "" {
 		return errors.New("presence: a record needs a worker id")
 	}
@@ -103,8 +88,11 @@ func WriteIn(ctx context.Context, p redis.Pipeliner, group string, r *Record, tt
 	if err != nil {
 		return err
 	}
-	queue(ctx, p, group, r.Worker, b, ttl)
-	return nil
+	_, err = c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		queue(ctx, p, group, r.Worker, b, ttl)
+		return nil
+	})
+	return err
 }
 
 func queue(ctx context.Context, p redis.Pipeliner, group, worker string, b []byte, ttl time.Duration) {
