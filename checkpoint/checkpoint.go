@@ -13,18 +13,51 @@ import (
 // implementation; a Store must give the same guarantees (see the package
 // documentation).
 type Store interface {
-	// Open opens the ledger for a holder of a lease, atomically, and
-	// returns the whole ledger: it creates the next epoch when the
-	// holder's replicas differ from the current epoch's (or a shard was
-	// rewound), and fences the writes of older holders of the index. It
-	// returns ErrStale when a newer mapping owns the ledger.
+	// Open opens the ledger for a holder of a lease, atomically: it
+	// creates the next epoch when the holder's replicas differ from the
+	// current epoch's (or a shard was rewound, or an aligned log grew
+	// shards), and fences the writes of older holders of the index. It
+	// returns the epochs' heads, the holder's marks and the marks of older
+	// epochs that State.Done needs for the holder's tasks. It returns
+	// ErrStale when a newer mapping owns the ledger, and ErrShrunk when an
+	// aligned source has fewer shards than the ledger's log.
 	Open(ctx context.Context, req OpenRequest) (*State, error)
-	// Write records a holder's marks, fenced by epoch (ErrMoved) and by
-	// token (ErrFenced). A shard's mark never goes backwards.
+	// Write records a holder's marks, fenced by epoch (ErrMoved; ErrLate
+	// when they were recorded but the epoch has moved on) and by token
+	// (ErrFenced). A shard's mark never goes backwards.
 	Write(ctx context.Context, w WriteRequest) error
-	// Read returns the ledger as it is, without changing it; Current is nil
-	// for a group with no ledger.
+	// Realign records that a holder of an aligned log read a task in a
+	// shard its id does not belong to (Epoch.Placed), before its marks
+	// pass it: the ledger moves to an epoch whose every index reads what
+	// the task's owner must (ErrMoved when the epoch had moved on
+	// already).
+	Realign(ctx context.Context, req RealignRequest) error
+	// Read returns the ledger as it is, every mark of it, without changing
+	// it; Current is nil for a group with no ledger. For tools.
 	Read(ctx context.Context) (*State, error)
+	// ReadLow returns the epochs' heads and the current epoch's low
+	// watermarks (Epoch.Low), without marks: what a worker's lag, a trim
+	// and a sink's watermark need, at a cost that does not grow with the
+	// group's size.
+	ReadLow(ctx context.Context) (*State, error)
+}
+
+// RealignRequest is what a holder found: a task at Position of Shard,
+// with Key, that Epoch.Placed refused (Late: it belongs there by the count
+// before the log grew).
+type RealignRequest struct {
+	Epoch    int64 // the holder's epoch
+	Replicas int   // its replicas
+	Token    int64 // its token
+	Shard    int
+	Position transport.Position
+	Key      string
+	Late     bool
+	// Destination names the shard's stream, topic or subject, for people.
+	Destination string
+	// Ends is where each shard of the log ends now: a late producer's cut
+	// moves up to it.
+	Ends []transport.Position
 }
 
 // OpenRequest is what a holder opens the ledger with.
@@ -43,10 +76,14 @@ type OpenRequest struct {
 	Seen      int64
 	SeenStart []transport.Position
 	// Aligned says the source's shard s holds only tasks whose id has
-	// id % len(Origin) == s (transport.Info.Aligned): an epoch Open creates
-	// records it (Epoch.Aligned), and a new epoch then starts each shard
-	// at the lowest Low of the indexes that can own tasks there only.
+	// id % len(Origin) == s (transport.Info.Aligned): a first epoch Open
+	// creates records it (Epoch.Aligned). When an aligned log has more
+	// shards than the ledger's, Open creates an epoch aligned to the new
+	// count, each old shard cut at its end (Ends): what lies below was
+	// placed by the old count, and every index reads it (Epoch.Reads).
 	Aligned bool
+	// Ends is where each shard of the log ends now (transport.Info.Ends).
+	Ends []transport.Position
 	// Rewound lists shards whose log went back below the marks (a topic or
 	// stream deleted and created again: its positions start over). Open
 	// then creates the next epoch, with those shards starting at Origin
@@ -101,25 +138,42 @@ func (m Mark) Done(p transport.Position) bool {
 
 // Epoch is one mapping's checkpoints.
 type Epoch struct {
-	N      int64                // epoch number, from 1
-	R      int                  // replicas of the mapping
-	Token  int64                // token of the lease that created it
-	Start  []transport.Position // per shard, where the epoch began
-	Marks  map[Slot]Mark        // written marks; others are {Start, Start}
-	Tokens map[Slot]int64       // token of each mark's writer
-	Opened map[int]int64        // per index, the newest token that opened the epoch
+	N     int64                // epoch number, from 1
+	R     int                  // replicas of the mapping
+	Token int64                // token of the lease that created it
+	Start []transport.Position // per shard, where the epoch began
+	// Marks are the marks read; others are {Start, Start}. Open reads the
+	// opener's own, State.Prepare those of older epochs that its tasks
+	// need, and Read every mark.
+	Marks  map[Slot]Mark
+	Tokens map[Slot]int64 // token of each mark's writer
+	Opened map[int]int64  // per index, the newest token that opened the epoch (Read only)
 	// Aligned is the shard count the epoch's log is aligned to (0: not
 	// aligned): shard s < Aligned holds only tasks whose id has
-	// id % Aligned == s, so only the indexes that can own such ids
-	// (CanOwnIn) read it and have marks there. A log that grew shards
-	// keeps the count it had, and its shards from Aligned on are read by
-	// every index.
+	// id % Aligned == s from Cut[s] on (from Start when there is no cut), so
+	// only the indexes that can own such ids (CanOwnIn) read it there and
+	// count toward its low watermark.
 	Aligned int
+	// Cut is, per shard, where the log grew: below it the shard holds
+	// tasks placed by an older count too, so every index reads it (Reads)
+	// until its mark has passed the cut. Absent: none.
+	Cut map[int]transport.Position
+	// Was is the aligned count before the log last grew (0: none): a task
+	// past a cut in the shard its id had by Was comes from a producer that
+	// still places by it (Placed).
+	Was int
+	// High is, per shard, the highest High any mark of the epoch has
+	// recorded (Start when none).
+	High []transport.Position
+	// Why is why the epoch was created: "first", "lost", "replicas",
+	// "rewound", "grew", "unaligned", "late", "misaligned" or "reset".
+	Why string
 	// ResetAt is when Redis.Reset created the epoch (zero: a worker's
 	// open did).
 	ResetAt time.Time
 
-	grid [][]Mark // [shard][index], built when read from a store
+	lows []transport.Position // per shard, the low watermark the store computed (Read, ReadLow)
+	gone map[int]bool         // shards rewound since: their marks say nothing
 }
 
 // Slot names one index's place in one shard.
@@ -128,11 +182,9 @@ type Slot struct {
 	Index int // the lease's index
 }
 
-// Mark returns the mark of index k in shard s.
+// Mark returns the mark of index k in shard s, as read ({Start, Start}
+// when it was not).
 func (e *Epoch) Mark(s, k int) Mark {
-	if s < len(e.grid) && k < len(e.grid[s]) {
-		return e.grid[s][k]
-	}
 	if m, ok := e.Marks[Slot{s, k}]; ok {
 		return m
 	}
@@ -146,8 +198,9 @@ func (e *Epoch) Mark(s, k int) Mark {
 // At returns where index k reads shard s from: its mark's Low.
 func (e *Epoch) At(s, k int) transport.Position { return e.Mark(s, k).Low }
 
-// CanOwnIn reports whether index k of the epoch can own tasks in shard s:
-// always, unless the log is aligned (Aligned) and s is below its count.
+// CanOwnIn reports whether index k of the epoch can own tasks placed in
+// shard s by the epoch's aligned count: always, unless the log is aligned
+// (Aligned) and s is below its count.
 func (e *Epoch) CanOwnIn(s, k int) bool {
 	if e.Aligned == 0 || s >= e.Aligned {
 		return true
@@ -155,15 +208,56 @@ func (e *Epoch) CanOwnIn(s, k int) bool {
 	return partition.Assignment{Index: k, Replicas: e.R}.CanOwnIn(s, e.Aligned)
 }
 
+// Reads reports whether index k reads shard s, by its mark there (which
+// must have been read): when it can own tasks there, or its mark is
+// below the shard's cut (the log grew, and what lies below was placed by
+// an older count). Exactly the indexes that read a shard count toward its
+// low watermark.
+func (e *Epoch) Reads(s, k int) bool {
+	if e.CanOwnIn(s, k) {
+		return true
+	}
+	c, ok := e.Cut[s]
+	return ok && e.At(s, k).Less(c)
+}
+
+// Transitional reports whether index k reads shard s only for what lies
+// below its cut: once its mark there has passed the cut, it reads the
+// shard no more.
+func (e *Epoch) Transitional(s, k int) bool {
+	_, ok := e.Cut[s]
+	return ok && !e.CanOwnIn(s, k)
+}
+
+// Placed checks a task read at position p of shard s, with id id, against
+// the epoch's alignment: ok when the log is not aligned there, p is below
+// the shard's cut, or id % Aligned == s. When it is not ok, late says the
+// id belongs to s by the count before the log grew (Was): a producer that
+// still places by it.
+func (e *Epoch) Placed(s int, p transport.Position, id uint64) (ok, late bool) {
+	if e.Aligned == 0 || s >= e.Aligned || id%uint64(e.Aligned) == uint64(s) {
+		return true, false
+	}
+	if c, cut := e.Cut[s]; cut && p.Less(c) {
+		return true, false
+	}
+	return false, e.Was > 0 && s < e.Was && id%uint64(e.Was) == uint64(s)
+}
+
 // Low returns the epoch's low watermark in shard s: the lowest Low of the
-// indexes that can own tasks there. Below it every index has finished its
+// indexes that read it (Reads). Below it every index has finished its
 // tasks: a new epoch starts there, a log may drop what lies below it, and
-// the group's lag counts from it.
+// the group's lag counts from it. The store computes it (Read, ReadLow);
+// for an epoch read otherwise it is the lowest Low of the marks read,
+// taking those not read at Start.
 func (e *Epoch) Low(s int) transport.Position {
+	if s < len(e.lows) {
+		return e.lows[s]
+	}
 	var low transport.Position
 	first := true
 	for k := range e.R {
-		if !e.CanOwnIn(s, k) {
+		if !e.Reads(s, k) {
 			continue
 		}
 		if p := e.At(s, k); first || p.Less(low) {
@@ -184,14 +278,79 @@ type State struct {
 	// Behind is true when the current epoch is older than the one the
 	// worker had seen: the store lost its latest writes.
 	Behind bool
+	// Misplaced describes the last task found in a shard its id does not
+	// belong to (Redis.Realign): "" when none was.
+	Misplaced string
 
 	ceiling []transport.Position // per shard, at or above every mark of the history
+	// load reads marks into their epochs (the store's); nil: every mark
+	// was read.
+	load   func(context.Context, []markAt) error
+	loaded map[markAt]bool
+}
+
+// markAt names one mark of one epoch.
+type markAt struct {
+	e    *Epoch
+	s, k int
+}
+
+// TaskAt is a task of the log, by place and id, as Prepare takes it.
+type TaskAt struct {
+	Shard    int
+	Position transport.Position
+	ID       uint64
+}
+
+// Below reports whether a task at p of shard s lies below the highest mark
+// of the history there: only then can Done say it is done, and only then
+// does it need Prepare.
+func (st *State) Below(s int, p transport.Position) bool {
+	return s < len(st.ceiling) && p.Less(st.ceiling[s])
+}
+
+// Prepare reads, in one round trip for the lot, the marks of older epochs
+// that Done needs for tasks (each below the history's marks: Below) and
+// that were not read yet: the mark of the index that owned each task in
+// each older epoch. A State from Open answers Done only for tasks that
+// were prepared (the opener's own marks excepted); one from Read needs
+// no Prepare. After an error nothing is known more than before: call it
+// again.
+func (st *State) Prepare(ctx context.Context, tasks []TaskAt) error {
+	if st.load == nil {
+		return nil
+	}
+	var want []markAt
+	for _, t := range tasks {
+		if !st.Below(t.Shard, t.Position) {
+			continue
+		}
+		for _, e := range st.History {
+			if e == st.Current || t.Shard >= len(e.Start) || e.gone[t.Shard] || !t.Position.Less(e.High[t.Shard]) || t.Position.Less(e.Start[t.Shard]) {
+				continue
+			}
+			m := markAt{e, t.Shard, int(t.ID % uint64(e.R))}
+			if !st.loaded[m] {
+				st.loaded[m] = true
+				want = append(want, m)
+			}
+		}
+	}
+	if len(want) == 0 {
+		return nil
+	}
+	if err := st.load(ctx, want); err != nil {
+		for _, m := range want {
+			delete(st.loaded, m)
+		}
+		return err
+	}
+	return nil
 }
 
 // index computes the ceiling Done checks first: per shard, the highest
-// start and the highest Low or High of a written mark, in every epoch of
-// the history (a mark not written is {Start, Start}), so its cost is that
-// of the ledger's fields, not epochs x shards x replicas.
+// start and the highest High of every epoch of the history, so its cost is
+// that of the epochs' heads, not epochs x shards x replicas.
 func (st *State) index() {
 	st.ceiling = nil
 	if st.Current == nil {
@@ -205,6 +364,9 @@ func (st *State) index() {
 	}
 	for _, e := range st.History {
 		for s, p := range e.Start {
+			raise(s, p)
+		}
+		for s, p := range e.High {
 			raise(s, p)
 		}
 		for sl, m := range e.Marks {
@@ -226,7 +388,8 @@ func (st *State) From(k int) []transport.Position {
 // Done reports whether a task at position p of shard s with id x was
 // finished by an epoch of the history: skip it. Past every High of the
 // history (the common case once a term has caught up) it is one
-// comparison.
+// comparison. A State from Open answers for the tasks of the opener's
+// index that were prepared (Prepare).
 func (st *State) Done(s int, p transport.Position, x uint64) bool {
 	if s < len(st.ceiling) && !p.Less(st.ceiling[s]) {
 		return false

@@ -25,7 +25,8 @@ func TestCorruptLedgerIsRefusedNamingTheField(t *testing.T) {
 	ctx := context.Background()
 	cases := []struct {
 		field, value string
-		// Open with other replicas walks every epoch's marks to start the
+		marks        bool // a field of the marks' hash, not of the head
+		// Open with other replicas walks every epoch's head to start the
 		// next one; with the same replicas it does not.
 		remap bool
 		// openRefuses: the Open script refuses the field (the counts it
@@ -33,24 +34,24 @@ func TestCorruptLedgerIsRefusedNamingTheField(t *testing.T) {
 		openRefuses bool
 		want        string // the field the error names, when not field
 	}{
-		{field: "1:und:-1:0", value: "00000000000000000000-00000000000000000005"},
-		{field: "1:pos:0:-1", value: "00000000000000000000-00000000000000000005"},
-		{field: "1:pos:7:0", value: "00000000000000000000-00000000000000000005"},
-		{field: "1:top:0:3", value: "00000000000000000000-00000000000000000005"},
-		{field: "1:ptok:x:0", value: "1"},
-		{field: "1:otok:-2", value: "1"},
-		{field: "1:otok:99", value: "1"},
-		{field: "1:pos:0:0", value: "garbage"},
-		{field: "1:und:0:1", value: "+5 +6"},
+		{field: "1:0:1", value: "garbage", marks: true},
+		{field: "1:0:1", value: "00000000000000000000-00000000000000000003 00000000000000000000-00000000000000000009 10 +5 +6", marks: true},
+		{field: "1:0:1", value: "00000000000000000000-00000000000000000003 00000000000000000000-00000000000000000009 ten", marks: true},
+		{field: "1:start:-1", value: "00000000000000000000-00000000000000000005"},
+		{field: "1:cut:7", value: "00000000000000000000-00000000000000000005"},
+		{field: "1:hi:0", value: "garbage"},
 		{field: "1:start:0", value: "-1"},
+		{field: "1:aligned", value: "x", openRefuses: true},
 		{field: "1:r", value: "1000000000000", remap: true, openRefuses: true},
 		{field: "1:r", value: "1000000000000", openRefuses: true},
 		{field: "1:r", value: "-3", remap: true, openRefuses: true},
 		{field: "1:r", value: "2.5", openRefuses: true},
 		{field: "1:shards", value: "1000000000000", remap: true, openRefuses: true},
 		{field: "1:shards", value: "0", openRefuses: true},
-		{field: "1:shards", value: "60000", want: "1:start:1"},
+		{field: "1:shards", value: "60000", openRefuses: true},
+		{field: "1:shards", value: "1000", want: "1:start:1"},
 		{field: "cur", value: "one", openRefuses: true},
+		{field: "v", value: "2", openRefuses: true},
 	}
 	for i, tc := range cases {
 		t.Run(tc.field+"="+tc.value, func(t *testing.T) {
@@ -63,7 +64,11 @@ func TestCorruptLedgerIsRefusedNamingTheField(t *testing.T) {
 			if err := l.Write(ctx, WriteRequest{Epoch: 1, Token: 10, Index: 1, Marks: map[int]Mark{0: {Low: transport.Offset(3), High: transport.Offset(9), Undone: []transport.Position{transport.Offset(5)}}}}); err != nil {
 				t.Fatal(err)
 			}
-			if err := c.HSet(ctx, Key(group), tc.field, tc.value).Err(); err != nil {
+			key := Key(group)
+			if tc.marks {
+				key += ":marks"
+			}
+			if err := c.HSet(ctx, key, tc.field, tc.value).Err(); err != nil {
 				t.Fatal(err)
 			}
 			before, _ := c.HGetAll(ctx, Key(group)).Result()
@@ -80,7 +85,8 @@ func TestCorruptLedgerIsRefusedNamingTheField(t *testing.T) {
 			if tc.remap {
 				replicas = 3
 			}
-			_, err = l.Open(ctx, OpenRequest{Replicas: replicas, Index: 0, Token: 20, Origin: origin})
+			// Index 1 opens: the marks it reads are its own.
+			_, err = l.Open(ctx, OpenRequest{Replicas: replicas, Index: 1, Token: 20, Origin: origin})
 			checkCorrupt(t, "Open", err, want)
 			if took := time.Since(start); took > 10*time.Second {
 				t.Errorf("Read and Open took %v on a corrupt ledger; they must refuse it, not work through it", took)

@@ -1,6 +1,9 @@
 package checkpoint
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 var (
 	// ErrStale is returned by Open when the current epoch has other
@@ -9,6 +12,16 @@ var (
 
 	// ErrMoved is returned by Write when its epoch is no longer current.
 	ErrMoved = errors.New("checkpoint: the epoch has moved on")
+
+	// ErrLate is returned by Write when its marks were recorded into its
+	// epoch, but a newer epoch of the same replicas has begun (the log
+	// grew, or was found misaligned): the holder drains and opens again.
+	// It wraps ErrMoved.
+	ErrLate = fmt.Errorf("%w (the marks were recorded; open again)", ErrMoved)
+
+	// ErrShrunk is returned by Open when an aligned source has fewer
+	// shards than the ledger's log is aligned to.
+	ErrShrunk = errors.New("checkpoint: the aligned log has fewer shards than its checkpoints")
 
 	// ErrFenced is returned by Write when a newer holder of the index has
 	// opened or written the epoch.

@@ -46,6 +46,15 @@ func Example() {
 		panic(err)
 	}
 	fmt.Printf("epoch %d of 3 reads from %v\n", st.Current.N, st.From(0)[0])
+	// Tasks read below the old marks: their old owners' marks are read
+	// first, for the lot (a consumer does so for each batch it reads).
+	var tasks []checkpoint.TaskAt
+	for _, p := range []uint64{4, 6, 8} {
+		tasks = append(tasks, checkpoint.TaskAt{Shard: 0, Position: transport.Offset(p), ID: 2})
+	}
+	if err := st.Prepare(ctx, tasks); err != nil {
+		panic(err)
+	}
 	for _, p := range []uint64{4, 6, 8} {
 		// id 2 was index 0's under the old mapping (2 % 2 == 0)
 		fmt.Printf("task at %d with id 2 done before: %v\n", p, st.Done(0, transport.Offset(p), 2))

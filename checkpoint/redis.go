@@ -4,7 +4,6 @@ import (
 	"context"
 	_ "embed"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -15,29 +14,44 @@ import (
 )
 
 var (
+	//go:embed common.lua
+	commonSource string
 	//go:embed open.lua
 	openSource string
 	//go:embed write.lua
 	writeSource string
-	//go:embed read.lua
-	readSource string
+	//go:embed realign.lua
+	realignSource string
+	//go:embed head.lua
+	headSource string
+	//go:embed marks.lua
+	marksSource string
 
-	openScript  = redis.NewScript(openSource)
-	writeScript = redis.NewScript(writeSource)
-	readScript  = redis.NewScript(readSource)
+	openScript    = redis.NewScript(commonSource + openSource)
+	writeScript   = redis.NewScript(commonSource + writeSource)
+	realignScript = redis.NewScript(commonSource + realignSource)
+	headScript    = redis.NewScript(commonSource + headSource)
+	marksScript   = redis.NewScript(marksSource)
 )
 
-// Key is the Redis key of group name's ledger: a hash under the group's
-// hash tag, beside the lease's key (partition.Key), so that on Redis
-// Cluster both live on one node.
+// Key is the Redis key of group name's ledger, its head (a hash of every
+// epoch's counts, starts and cuts), under the group's hash tag beside the
+// lease's key (partition.Key), so that on Redis Cluster both live on one
+// node. Beside it, under the same tag: Key+":marks" (a hash of the marks)
+// and Key+":lows" (a sorted set that makes each shard's low watermark one
+// lookup). Deleting the head loses the ledger: the other two are dropped
+// at the next Open.
 func Key(group string) string { return partition.KeyPrefix(group) + "ledger" }
 
 // Redis is the ledger of one group in Redis (a single server, Sentinel or
-// Cluster): one hash, changed only by two scripts, read by a third, so
-// that every operation is one atomic round trip to the master.
+// Cluster): three keys under the group's hash tag, changed only by
+// scripts (open, write, realign), each atomic, one round trip to the
+// master, and bounded in the work it does by the shards it is given,
+// never by replicas x shards (checkpoint/common.lua says how). Marks are
+// read a page at a time.
 type Redis struct {
 	c     redis.UniversalClient
-	key   string
+	keys  []string // head, marks, lows
 	group string
 }
 
@@ -46,8 +60,13 @@ var _ Store = (*Redis)(nil)
 // NewRedis returns the ledger of group on client. It does no I/O and
 // never closes the client.
 func NewRedis(client redis.UniversalClient, group string) *Redis {
-	return &Redis{c: client, key: Key(group), group: group}
+	k := Key(group)
+	return &Redis{c: client, keys: []string{k, k + ":marks", k + ":lows"}, group: group}
 }
+
+// pageFields is the most mark fields one read asks for (HMGET): about a
+// millisecond of the server's time.
+const pageFields = 4096
 
 // sortedBetween reports whether ps ascend strictly, each between low and
 // high (exclusive).
@@ -60,25 +79,13 @@ func sortedBetween(ps []transport.Position, low, high transport.Position) bool {
 	return true
 }
 
-func encode(p transport.Position) string { return fmt.Sprintf("%020d-%020d", p.Hi, p.Lo) }
-
-func decode(s string) (transport.Position, error) {
-	hi, lo, ok := strings.Cut(s, "-")
-	h, err1 := strconv.ParseUint(hi, 10, 64)
-	l, err2 := strconv.ParseUint(lo, 10, 64)
-	if !ok || err1 != nil || err2 != nil || len(hi) != 20 || len(lo) != 20 {
-		return transport.Position{}, fmt.Errorf("%w: bad position %q", ErrCorrupt, s)
-	}
-	return transport.Position{Hi: h, Lo: l}, nil
-}
-
 // Open implements Store.
 func (l *Redis) Open(ctx context.Context, req OpenRequest) (*State, error) {
 	shards := len(req.Origin)
-	if req.Replicas < 1 || shards < 1 || req.Index < 0 || req.Index >= req.Replicas {
-		return nil, fmt.Errorf("checkpoint: Open needs replicas >= 1, 0 <= index < replicas and at least one shard, got %d, %d and %d", req.Replicas, req.Index, shards)
+	if req.Replicas < 1 || req.Replicas > MaxReplicas || shards < 1 || shards > MaxShards || req.Index < 0 || req.Index >= req.Replicas {
+		return nil, fmt.Errorf("checkpoint: Open needs 1 <= replicas <= %d, 0 <= index < replicas and 1 to %d shards, got %d, %d and %d", MaxReplicas, MaxShards, req.Replicas, req.Index, shards)
 	}
-	args := make([]any, 0, 6+2*shards+len(req.Rewound))
+	args := make([]any, 0, 6+3*shards+len(req.Rewound))
 	aligned := 0
 	if req.Aligned {
 		aligned = 1
@@ -94,12 +101,19 @@ func (l *Redis) Open(ctx context.Context, req OpenRequest) (*State, error) {
 		}
 		args = append(args, encode(p))
 	}
+	for s := range shards {
+		p := req.Origin[s]
+		if s < len(req.Ends) {
+			p = req.Ends[s]
+		}
+		args = append(args, encode(p))
+	}
 	for _, s := range req.Rewound {
 		if s >= 0 && s < shards {
 			args = append(args, s)
 		}
 	}
-	res, err := openScript.Run(ctx, l.c, []string{l.key}, args...).Slice()
+	res, err := openScript.Run(ctx, l.c, l.keys, args...).Slice()
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint: open: %w", err)
 	}
@@ -108,14 +122,16 @@ func (l *Redis) Open(ctx context.Context, req OpenRequest) (*State, error) {
 	}
 	status, _ := res[0].(string)
 	why, _ := res[2].(string)
-	if status == "corrupt" {
-		f, v, _ := strings.Cut(why, " = ")
-		return nil, corrupt(f, "%q: an epoch's replicas and shards must be whole numbers from 1 to %d, at most %d marks in all", v, MaxShards, MaxSlots)
-	}
-	if status == "stale" {
+	switch status {
+	case "corrupt":
+		return nil, corruptReply(why)
+	case "stale":
 		return nil, fmt.Errorf("%w: epoch %v has replicas and token %q, this lease has %d and %d", ErrStale, res[1], why, req.Replicas, req.Token)
+	case "shrunk":
+		return nil, fmt.Errorf("%w: the ledger's log (epoch %v) is aligned to %s shards, this source has %d: run every worker with all %s (a rolling update that adds shards finishes by itself); to remove shards, stop writing to them, let the group finish them (nandi status), stop it and reset its checkpoints (nandi checkpoint reset)",
+			ErrShrunk, res[1], why, shards, why)
 	}
-	st, err := parse(res[3:])
+	st, err := parseHead(res[3:])
 	if err != nil {
 		return nil, err
 	}
@@ -125,16 +141,183 @@ func (l *Redis) Open(ctx context.Context, req OpenRequest) (*State, error) {
 	n, _ := res[1].(int64)
 	st.Created = status == "new" && st.Current.N == n
 	st.Lost, st.Behind = why == "lost", why == "behind"
+	if err := l.readOwn(ctx, st, req.Index); err != nil {
+		return nil, err
+	}
+	st.index()
 	return st, nil
+}
+
+// readOwn reads the holder's own marks in the current epoch; the marks
+// of older epochs that State.Done needs for its tasks are read as tasks
+// below them come (State.Prepare): in all, at most one per old index and
+// shard whose tasks the holder meets, however large the group.
+func (l *Redis) readOwn(ctx context.Context, st *State, k int) error {
+	cur := st.Current
+	want := make([]markAt, 0, len(cur.Start))
+	for s := range cur.Start {
+		want = append(want, markAt{cur, s, k})
+	}
+	st.load, st.loaded = l.readMarks, map[markAt]bool{}
+	return l.readMarks(ctx, want)
+}
+
+func gcd(a, b int) int {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
+}
+
+func markField(n int64, s, k int) string {
+	return strconv.FormatInt(n, 10) + ":" + strconv.Itoa(s) + ":" + strconv.Itoa(k)
+}
+
+// readMarks reads the marks named, a page at a time, into their epochs
+// (a mark not found is {Start, Start}).
+func (l *Redis) readMarks(ctx context.Context, at []markAt) error {
+	for i := 0; i < len(at); i += pageFields {
+		j := min(i+pageFields, len(at))
+		args := make([]any, 0, j-i)
+		for _, a := range at[i:j] {
+			args = append(args, markField(a.e.N, a.s, a.k))
+		}
+		res, err := marksScript.Run(ctx, l.c, l.keys[1:2], args...).Slice()
+		if err != nil {
+			return fmt.Errorf("checkpoint: read marks: %w", err)
+		}
+		for x, v := range res {
+			str, ok := v.(string)
+			if !ok {
+				continue
+			}
+			a := at[i+x]
+			if a.e.gone[a.s] {
+				continue
+			}
+			m, tok, err := decodeMark(str)
+			if err != nil {
+				return corrupt(markField(a.e.N, a.s, a.k), "%v", err)
+			}
+			a.e.Marks[Slot{a.s, a.k}] = m
+			a.e.Tokens[Slot{a.s, a.k}] = tok
+		}
+	}
+	return nil
 }
 
 // Read implements Store.
 func (l *Redis) Read(ctx context.Context) (*State, error) {
-	res, err := readScript.Run(ctx, l.c, []string{l.key}).Slice()
+	st, err := l.ReadLow(ctx)
+	if err != nil || st.Current == nil {
+		return st, err
+	}
+	var want []markAt
+	for _, e := range st.History {
+		for s := range e.Start {
+			for k := range e.R {
+				want = append(want, markAt{e, s, k})
+			}
+		}
+	}
+	if err := l.readMarks(ctx, want); err != nil {
+		return nil, err
+	}
+	for _, e := range st.History {
+		if err := l.readOpened(ctx, e); err != nil {
+			return nil, err
+		}
+	}
+	st.index()
+	return st, nil
+}
+
+// readOpened reads which token last opened e for each index.
+func (l *Redis) readOpened(ctx context.Context, e *Epoch) error {
+	for i := 0; i < e.R; i += pageFields {
+		j := min(i+pageFields, e.R)
+		args := make([]any, 0, j-i)
+		for k := i; k < j; k++ {
+			args = append(args, strconv.FormatInt(e.N, 10)+":o:"+strconv.Itoa(k))
+		}
+		res, err := marksScript.Run(ctx, l.c, l.keys[1:2], args...).Slice()
+		if err != nil {
+			return fmt.Errorf("checkpoint: read marks: %w", err)
+		}
+		for x, v := range res {
+			if str, ok := v.(string); ok {
+				e.Opened[i+x], _ = strconv.ParseInt(str, 10, 64)
+			}
+		}
+	}
+	return nil
+}
+
+// ReadLow implements Store.
+func (l *Redis) ReadLow(ctx context.Context) (*State, error) {
+	res, err := headScript.Run(ctx, l.c, l.keys).Slice()
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint: read: %w", err)
 	}
-	return parse(res)
+	if len(res) < 1 {
+		return nil, fmt.Errorf("%w: read replied %v", ErrCorrupt, res)
+	}
+	st, err := parseHead(res[1:])
+	if err != nil || st.Current == nil {
+		return st, err
+	}
+	lows, _ := res[0].(string)
+	fs := strings.Fields(lows)
+	if len(fs) != len(st.Current.Start) {
+		return nil, fmt.Errorf("%w: %d low watermarks for %d shards", ErrCorrupt, len(fs), len(st.Current.Start))
+	}
+	st.Current.lows = make([]transport.Position, len(fs))
+	for s, f := range fs {
+		if st.Current.lows[s], err = decode(f); err != nil {
+			return nil, corrupt(fmt.Sprintf("%d:%d:*", st.Current.N, s), "the low watermark: %v", err)
+		}
+	}
+	st.index()
+	return st, nil
+}
+
+// Realign implements Store.
+func (l *Redis) Realign(ctx context.Context, req RealignRequest) error {
+	kind := "misaligned"
+	if req.Late {
+		kind = "late"
+	}
+	what := fmt.Sprintf("shard %d (%s) position %v: key %q, of shard %s", req.Shard, req.Destination, req.Position, req.Key, kind)
+	args := []any{req.Epoch, req.Token, req.Replicas, kind, what + " at " + time.Now().UTC().Format(time.RFC3339)}
+	for _, p := range req.Ends {
+		args = append(args, encode(p))
+	}
+	res, err := realignScript.Run(ctx, l.c, l.keys, args...).Slice()
+	if err != nil {
+		return fmt.Errorf("checkpoint: realign: %w", err)
+	}
+	switch res[0] {
+	case "new":
+		return nil
+	case "corrupt":
+		why, _ := res[2].(string)
+		return corruptReply(why)
+	}
+	return fmt.Errorf("%w: epoch %d, now %v of %v replicas", ErrMoved, req.Epoch, res[1], res[2])
+}
+
+// corruptReply is the error of a script's {"corrupt", 0, "field = value"}.
+func corruptReply(why string) error {
+	f, v, _ := strings.Cut(why, " = ")
+	switch {
+	case f == "v":
+		return corrupt(f, "%q: a ledger of another format (nandi before format 3 kept its marks in this hash): stop the group and delete this key; workers that saw it recreate it from where they knew every index was (work may be done again, none is skipped)", v)
+	case f == "cur" || f == "hist":
+		return corrupt(f, "%q: the current epoch must be a number listed in hist", v)
+	case strings.Contains(f, ":start:"):
+		return corrupt(f, "missing: the epoch has that shard")
+	}
+	return corrupt(f, "%q: an epoch's replicas must be whole numbers from 1 to %d and its shards from 1 to %d, at most %d marks in all", v, MaxReplicas, MaxShards, MaxSlots)
 }
 
 // Write implements Store.
@@ -152,15 +335,20 @@ func (l *Redis) Write(ctx context.Context, w WriteRequest) error {
 		if !sortedBetween(m.Undone, m.Low, high) {
 			return fmt.Errorf("checkpoint: write: the unfinished positions of shard %d must ascend strictly between Low %v and High %v", s, m.Low, high)
 		}
-		args = append(args, s, encode(m.Low), encode(high), encodeUndone(m.Undone))
+		low, hi, und := encodeMarkArgs(m)
+		args = append(args, s, low, hi, und)
 	}
-	res, err := writeScript.Run(ctx, l.c, []string{l.key}, args...).Slice()
+	res, err := writeScript.Run(ctx, l.c, l.keys, args...).Slice()
 	if err != nil {
 		return fmt.Errorf("checkpoint: write: %w", err)
 	}
 	switch res[0] {
 	case "ok":
 		return nil
+	case "late":
+		return fmt.Errorf("%w: epoch %d, now %v", ErrLate, w.Epoch, res[1])
+	case "badshard":
+		return fmt.Errorf("checkpoint: write: shard %v is not one of epoch %d's", res[1], w.Epoch)
 	case "moved":
 		if len(res) > 2 && w.Replicas > 0 {
 			return fmt.Errorf("%w: epoch %d of %d replicas, the ledger's is now epoch %v of %v", ErrMoved, w.Epoch, w.Replicas, res[1], res[2])
@@ -168,225 +356,5 @@ func (l *Redis) Write(ctx context.Context, w WriteRequest) error {
 		return fmt.Errorf("%w: epoch %d, now %v", ErrMoved, w.Epoch, res[1])
 	default:
 		return fmt.Errorf("%w: index %d of epoch %d held by token %v, this is %d", ErrFenced, w.Index, w.Epoch, res[1], w.Token)
-	}
-}
-
-// parse reads HGETALL's flat reply.
-func parse(flat []any) (*State, error) {
-	all := make(map[string]string, len(flat)/2)
-	for i := 0; i+1 < len(flat); i += 2 {
-		f, _ := flat[i].(string)
-		v, _ := flat[i+1].(string)
-		all[f] = v
-	}
-	st := &State{}
-	if all["cur"] == "" {
-		return st, nil
-	}
-	cur, err := strconv.ParseInt(all["cur"], 10, 64)
-	if err != nil {
-		return nil, corrupt("cur", "%q is not an epoch number", all["cur"])
-	}
-	byN := map[int64]*Epoch{}
-	for _, h := range strings.Fields(all["hist"]) {
-		n, err := strconv.ParseInt(h, 10, 64)
-		if err != nil {
-			return nil, corrupt("hist", "%q is not a list of epoch numbers", all["hist"])
-		}
-		e, err := parseHead(all, n)
-		if err != nil {
-			return nil, err
-		}
-		byN[n] = e
-		st.History = append(st.History, e)
-		if n == cur {
-			st.Current = e
-		}
-	}
-	if st.Current == nil {
-		return nil, corrupt("hist", "the current epoch %d is not in the history %q", cur, all["hist"])
-	}
-	for f, v := range all {
-		ns, rest, ok := strings.Cut(f, ":")
-		if !ok {
-			continue
-		}
-		n, err := strconv.ParseInt(ns, 10, 64)
-		e := byN[n]
-		if err != nil || e == nil {
-			continue
-		}
-		if err := e.field(rest, v); err != nil {
-			return nil, corrupt(f, "%v", err)
-		}
-	}
-	for _, e := range st.History {
-		e.index()
-	}
-	st.index()
-	return st, nil
-}
-
-// MaxReplicas and MaxShards bound what a ledger may say of an epoch:
-// replicas and shards above them (and below 1) are refused as corrupt, by
-// the scripts and by the parser, so that a damaged or hostile ledger can
-// neither stall the store in a script's loop nor make a reader allocate
-// without bound. A group of thousands of workers over more than a few
-// hundred shards is far beyond what the lease is built for.
-// MaxSlots bounds their product: the marks an epoch can have, which
-// opening a new epoch reads one by one.
-const (
-	MaxReplicas = 65536
-	MaxShards   = 65536
-	MaxSlots    = 1 << 20
-)
-
-// corrupt says which field of the ledger is unreadable and why.
-func corrupt(field, format string, args ...any) error {
-	return fmt.Errorf("%w: field %q: %s (repair or delete the ledger's hash; see docs/PROTOCOL.md, \"Checkpoints\")", ErrCorrupt, field, fmt.Sprintf(format, args...))
-}
-
-// count parses a count of an epoch's head that must lie in [1, max].
-func count(all map[string]string, field string, max int) (int, error) {
-	v, ok := all[field]
-	if !ok {
-		return 0, corrupt(field, "missing: the epoch is incomplete")
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 1 || n > max {
-		return 0, corrupt(field, "%q is not a whole number from 1 to %d", v, max)
-	}
-	return n, nil
-}
-
-func parseHead(all map[string]string, n int64) (*Epoch, error) {
-	p := strconv.FormatInt(n, 10) + ":"
-	e := &Epoch{N: n, Marks: map[Slot]Mark{}, Tokens: map[Slot]int64{}, Opened: map[int]int64{}}
-	var err error
-	if e.R, err = count(all, p+"r", MaxReplicas); err != nil {
-		return nil, err
-	}
-	shards, err := count(all, p+"shards", MaxShards)
-	if err != nil {
-		return nil, err
-	}
-	if e.R*shards > MaxSlots {
-		return nil, corrupt(p+"shards", "%d shards of %d replicas is over %d marks", shards, e.R, MaxSlots)
-	}
-	e.Token, _ = strconv.ParseInt(all[p+"tok"], 10, 64)
-	if ms, err := strconv.ParseInt(all[p+"reset"], 10, 64); err == nil && ms > 0 {
-		e.ResetAt = time.UnixMilli(ms).UTC()
-	}
-	if v, ok := all[p+"aligned"]; ok && v != "0" {
-		if e.Aligned, err = count(all, p+"aligned", MaxShards); err != nil {
-			return nil, err
-		}
-	}
-	e.Start = make([]transport.Position, shards)
-	for s := range shards {
-		f := p + "start:" + strconv.Itoa(s)
-		v, ok := all[f]
-		if !ok {
-			return nil, corrupt(f, "missing: the epoch has %d shards", shards)
-		}
-		x, err := decode(v)
-		if err != nil {
-			return nil, corrupt(f, "%v", err)
-		}
-		e.Start[s] = x
-	}
-	return e, nil
-}
-
-// field reads one field "kind:..." of the epoch. Shards and indexes
-// outside the epoch are errors: nothing the scripts write has them.
-func (e *Epoch) field(rest, v string) error {
-	kind, slot, _ := strings.Cut(rest, ":")
-	ss, ks, two := strings.Cut(slot, ":")
-	s, err1 := strconv.Atoi(ss)
-	k, err2 := strconv.Atoi(ks)
-	switch kind {
-	case "otok":
-		if err1 != nil || two || s < 0 || s >= e.R {
-			return fmt.Errorf("index %q outside the epoch's 0..%d", slot, e.R-1)
-		}
-		e.Opened[s], _ = strconv.ParseInt(v, 10, 64)
-		return nil
-	case "pos", "top", "und", "ptok":
-		switch {
-		case !two || err1 != nil || err2 != nil:
-			return fmt.Errorf("%q is not shard:index", slot)
-		case s < 0 || s >= len(e.Start):
-			return fmt.Errorf("shard %d outside the epoch's 0..%d", s, len(e.Start)-1)
-		case k < 0 || k >= e.R:
-			return fmt.Errorf("index %d outside the epoch's 0..%d", k, e.R-1)
-		}
-	default:
-		return nil // a field of the epoch itself (r, tok, shards, start)
-	}
-	sl := Slot{s, k}
-	m, ok := e.Marks[sl]
-	if !ok {
-		m = Mark{Low: e.Start[s]}
-	}
-	switch kind {
-	case "pos":
-		x, err := decode(v)
-		if err != nil {
-			return err
-		}
-		m.Low = x
-	case "top":
-		x, err := decode(v)
-		if err != nil {
-			return err
-		}
-		m.High = x
-	case "und":
-		ps, err := decodeUndone(v)
-		if err != nil {
-			return err
-		}
-		m.Undone = ps
-	case "ptok":
-		e.Tokens[sl], _ = strconv.ParseInt(v, 10, 64)
-		return nil
-	default:
-		return nil
-	}
-	e.Marks[sl] = m
-	return nil
-}
-
-// maxGrid is the most marks an epoch keeps in its grid (a slice per
-// shard, for Mark's lookups on the per-message path); a larger epoch
-// answers Mark from its map of written marks.
-const maxGrid = 1 << 16
-
-// index settles the marks read field by field (a High below Low means
-// none was written; Undone outside (Low, High) is dropped: such a task is
-// not done) and builds the grid Mark reads.
-func (e *Epoch) index() {
-	for sl, m := range e.Marks {
-		if m.High.Less(m.Low) {
-			m.High = m.Low
-		}
-		slices.SortFunc(m.Undone, transport.Position.Compare)
-		m.Undone = slices.DeleteFunc(m.Undone, func(p transport.Position) bool { return !m.Low.Less(p) || !p.Less(m.High) })
-		e.Marks[sl] = m
-	}
-	e.grid = nil
-	if len(e.Start)*e.R > maxGrid {
-		return
-	}
-	e.grid = make([][]Mark, len(e.Start))
-	for s := range e.grid {
-		e.grid[s] = make([]Mark, e.R)
-		for k := range e.R {
-			e.grid[s][k] = Mark{Low: e.Start[s], High: e.Start[s]}
-		}
-	}
-	for sl, m := range e.Marks {
-		e.grid[sl.Shard][sl.Index] = m
 	}
 }

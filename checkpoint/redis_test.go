@@ -92,7 +92,7 @@ func (m *model) progress(h *holder, s, n int) {
 		p := h.cursor[s]
 		x := m.log[s][p]
 		h.cursor[s]++
-		if x.id%uint64(m.r) != uint64(h.k) || h.st.Done(s, transport.Offset(p), x.id) {
+		if x.id%uint64(m.r) != uint64(h.k) || prepared(h.st).Done(s, transport.Offset(p), x.id) {
 			continue
 		}
 		m.offers++
@@ -279,7 +279,7 @@ func TestLedgerNeverOffersFinishedWorkAgain(t *testing.T) {
 						if h.taken[s][uint64(p)] {
 							continue
 						}
-						if h.cursor[s] > uint64(p) || h.st.Done(s, transport.Offset(uint64(p)), x.id) {
+						if h.cursor[s] > uint64(p) || prepared(h.st).Done(s, transport.Offset(uint64(p)), x.id) {
 							rt.Fatalf("task %d of shard %d (id %d) will never be offered to its owner, %d of %d", p, s, x.id, h.k, m.r)
 						}
 					}
@@ -383,7 +383,7 @@ func TestMarkRoundTrip(t *testing.T) {
 	}
 	var done []uint64
 	for p := range uint64(12) {
-		if st.Done(0, transport.Offset(p), 1) { // id 1: index 1 of 2
+		if prepared(st).Done(0, transport.Offset(p), 1) { // id 1: index 1 of 2
 			done = append(done, p)
 		}
 	}
@@ -446,12 +446,12 @@ func TestRewoundShardStartsOver(t *testing.T) {
 	}
 	for p := range uint64(600) {
 		for x := range uint64(6) {
-			if st.Done(0, transport.Offset(p), x) {
+			if prepared(st).Done(0, transport.Offset(p), x) {
 				t.Fatalf("position %d of the rewound shard (id %d) is called done", p, x)
 			}
 		}
 	}
-	if !st.Done(1, transport.Offset(69), 0) {
+	if !prepared(st).Done(1, transport.Offset(69), 0) {
 		t.Errorf("shard 1 forgot its marks")
 	}
 	if err := l.Write(ctx, WriteRequest{Epoch: 2, Token: 20, Index: 0, Marks: map[int]Mark{0: at(600)}}); !errors.Is(err, ErrMoved) {
@@ -603,7 +603,7 @@ func TestLateWriteIntoAnEpochOfAnotherMappingIsMoved(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.Done(0, transport.Offset(4), 4) {
+	if prepared(st).Done(0, transport.Offset(4), 4) {
 		t.Fatal("task 4 (index 1 of 3) is marked done, though nobody did it")
 	}
 }
@@ -645,4 +645,17 @@ func TestNewEpochStartsAtTheLowestLowOnRedisAndMiniredis(t *testing.T) {
 			}
 		})
 	}
+}
+
+// prepared reads the marks Done needs (Prepare) for whatever it is asked
+// next: a test's Done of one task at a time.
+func prepared(st *State) preparedState { return preparedState{st} }
+
+type preparedState struct{ st *State }
+
+func (p preparedState) Done(s int, at transport.Position, x uint64) bool {
+	if err := p.st.Prepare(context.Background(), []TaskAt{{Shard: s, Position: at, ID: x}}); err != nil {
+		panic(err)
+	}
+	return p.st.Done(s, at, x)
 }

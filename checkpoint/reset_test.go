@@ -22,7 +22,7 @@ func TestResetMovesEveryIndexInANewEpoch(t *testing.T) {
 	c := srv.Client(func(*redis.Options) {})
 	ctx := context.Background()
 	l := NewRedis(c, "reset")
-	if _, err := l.Reset(ctx, []transport.Position{{}}, false); !errors.Is(err, ErrNoLedger) {
+	if _, err := l.Reset(ctx, []transport.Position{{}}, ResetOptions{Lease: c}); !errors.Is(err, ErrNoLedger) {
 		t.Fatalf("Reset of a group with no ledger: %v; want ErrNoLedger", err)
 	}
 	origin := []transport.Position{{}, {}}
@@ -38,7 +38,7 @@ func TestResetMovesEveryIndexInANewEpoch(t *testing.T) {
 		}
 	}
 
-	plan, err := l.Reset(ctx, []transport.Position{transport.Offset(50)}, true)
+	plan, err := l.Reset(ctx, []transport.Position{transport.Offset(50)}, ResetOptions{Lease: c, DryRun: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,27 +52,16 @@ func TestResetMovesEveryIndexInANewEpoch(t *testing.T) {
 	}
 
 	// A worker registering: refused.
-	lease, err := partition.New(c, partition.Options{Name: "reset", Interval: 200 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	lctx, stop := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); _ = lease.Run(lctx) }()
-	redistest.WaitFor(t, 10*time.Second, "the worker to register", func() bool {
-		g, err := partition.ReadGroup(ctx, c, "reset")
-		return err == nil && len(g.Counts) > 0
-	})
-	if _, err := l.Reset(ctx, []transport.Position{{}}, false); !errors.Is(err, ErrGroupRunning) {
+	stop := register(t, c, "reset")
+	if _, err := l.Reset(ctx, []transport.Position{{}}, ResetOptions{Lease: c}); !errors.Is(err, ErrGroupRunning) {
 		t.Fatalf("Reset while a worker registers: %v; want ErrGroupRunning", err)
 	} else {
 		t.Log(err)
 	}
 	stop()
-	<-done
 	time.Sleep(3 * 200 * time.Millisecond) // three intervals after the last registration
 
-	r, err := l.Reset(ctx, []transport.Position{transport.Offset(50)}, false)
+	r, err := l.Reset(ctx, []transport.Position{transport.Offset(50)}, ResetOptions{Lease: c})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +79,7 @@ func TestResetMovesEveryIndexInANewEpoch(t *testing.T) {
 			}
 		}
 	}
-	if st.Done(1, transport.Offset(55), 55) {
+	if prepared(st).Done(1, transport.Offset(55), 55) {
 		t.Error("a task after the reset point is skipped as done before")
 	}
 	// Workers meet it at their next open, of their mapping or another.
@@ -101,4 +90,63 @@ func TestResetMovesEveryIndexInANewEpoch(t *testing.T) {
 	if got.Current.N != 3 || got.From(2)[0] != transport.Offset(50) || got.From(2)[1] != transport.Offset(50) {
 		t.Errorf("a new mapping after the reset: epoch %d from %v; want epoch 3 from 50", got.Current.N, got.From(2))
 	}
+}
+
+// With the ledger on another Redis than the lease (consumer.Options.
+// Checkpoints), the ledger's Redis has no lease of the group even while it
+// runs: Reset does not take that for a stopped group (before, it reset a
+// running group). It refuses (ErrLeaseUnknown) unless told where the
+// lease is, and then checks it there.
+func TestResetOfALedgerBesideNoLeaseChecksTheLeaseWhereItIs(t *testing.T) {
+	leaseSrv, ledgerSrv := redistest.Start(t), redistest.Start(t)
+	lc, c := leaseSrv.Client(), ledgerSrv.Client()
+	ctx := context.Background()
+	l := NewRedis(c, "apart")
+	origin := []transport.Position{{}}
+	if _, err := l.Open(ctx, OpenRequest{Replicas: 1, Token: 10, Origin: origin}); err != nil {
+		t.Fatal(err)
+	}
+	stop := register(t, lc, "apart")
+	if _, err := l.Reset(ctx, origin, ResetOptions{}); !errors.Is(err, ErrLeaseUnknown) {
+		t.Fatalf("Reset with the lease elsewhere and not said: %v; want ErrLeaseUnknown", err)
+	} else if !strings.Contains(err.Error(), "ResetOptions.Lease") {
+		t.Errorf("the error does not say what to do: %v", err)
+	}
+	if _, err := l.Reset(ctx, origin, ResetOptions{DryRun: true}); !errors.Is(err, ErrLeaseUnknown) {
+		t.Fatalf("a dry run with the lease elsewhere and not said: %v; want ErrLeaseUnknown", err)
+	}
+	if _, err := l.Reset(ctx, origin, ResetOptions{Lease: lc}); !errors.Is(err, ErrGroupRunning) {
+		t.Fatalf("Reset told where the running group's lease is: %v; want ErrGroupRunning", err)
+	}
+	if st, _ := l.Read(ctx); st.Current.N != 1 {
+		t.Fatalf("a refused reset changed the ledger: epoch %d", st.Current.N)
+	}
+	stop()
+	time.Sleep(3 * 200 * time.Millisecond)
+	r, err := l.Reset(ctx, origin, ResetOptions{Lease: lc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := l.Read(ctx); st.Current.N != 2 || r.N != 2 {
+		t.Fatalf("after the reset: epoch %d; want 2", st.Current.N)
+	}
+}
+
+// register runs a worker of group's lease on c until stop returns, once
+// it has registered.
+func register(t *testing.T, c redis.UniversalClient, group string) (stop func()) {
+	t.Helper()
+	ctx := context.Background()
+	lease, err := partition.New(c, partition.Options{Name: group, Interval: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = lease.Run(lctx) }()
+	redistest.WaitFor(t, 10*time.Second, "the worker to register", func() bool {
+		g, err := partition.ReadGroup(ctx, c, group)
+		return err == nil && len(g.Counts) > 0
+	})
+	return func() { cancel(); <-done }
 }

@@ -1,56 +1,80 @@
 -- Writes one holder's checkpoints, fenced by epoch and by lease token.
--- See docs/PROTOCOL.md, "Checkpoints".
+-- See docs/PROTOCOL.md, "Checkpoints", and common.lua (before this).
 --
--- KEYS[1]  {name}:ledger
 -- ARGV[1]  epoch, ARGV[2] token, ARGV[3] index k, ARGV[4] replicas r of the
 --          writer's lease ("0": not checked), then per shard four values:
---          shard, low, high, undone (space-separated; "" for none)
+--          shard, low, high, undone (encoded; "" for none)
 --
--- Replies {"ok"}, {"moved", cur, its replicas} when the epoch is no longer current or
--- is of another mapping (a ledger lost and created again reuses epoch
--- numbers: checkpoint/model found a former holder's late write landing in
--- an epoch of other replicas), or
--- {"fenced", tok} when a newer holder of k has opened or written in this
--- epoch. A shard whose low would go below what is stored keeps what is
--- stored: a checkpoint never goes backwards within an epoch.
-local key = KEYS[1]
+-- Replies {"ok"}; {"late", cur, its replicas} when the epoch is no longer
+-- current but its successor has the same replicas and it is still in the
+-- history (the log grew, or was found misaligned, under the holder: its
+-- marks are applied, and it opens again); {"moved", cur, its replicas}
+-- when the epoch is no longer current otherwise, or is of another mapping
+-- (a ledger lost and created again reuses epoch numbers: checkpoint/model
+-- found a former holder's late write landing in an epoch of other
+-- replicas); {"fenced", tok} when a newer holder of k has opened or
+-- written in this epoch; {"badshard", s} for a shard the epoch does not
+-- have. Every check is made before the first write. A shard whose low
+-- would go below what is stored keeps what is stored: a checkpoint never
+-- goes backwards within an epoch.
 local e = ARGV[1]
 local tok = tonumber(ARGV[2])
-local k = ARGV[3]
+local k = tonumber(ARGV[3])
 local r = ARGV[4]
-local cur = redis.call('HGET', key, 'cur')
+local cur = get('cur')
+if not cur then return {'moved', '0', '0'} end
+local rc = get(cur .. ':r')
+local late = false
 if cur ~= e then
-  return {'moved', cur or '0', cur and redis.call('HGET', key, cur .. ':r') or '0'}
-end
-local rc = redis.call('HGET', key, e .. ':r')
-if r ~= '0' and rc ~= r then
+  if r == '0' or rc ~= r or get(e .. ':r') ~= r or not inHist(e) then
+    return {'moved', cur, rc or '0'}
+  end
+  late = true
+elseif r ~= '0' and rc ~= r then
   return {'moved', cur, rc or '0'}
 end
-local o = redis.call('HGET', key, e .. ':otok:' .. k)
+local ep = epoch(tonumber(e))
+local o = redis.call('HGET', marksKey, e .. ':o:' .. k)
 if o and tonumber(o) > tok then
   return {'fenced', o}
 end
+local olds = {}
 for i = 5, #ARGV, 4 do
-  local pt = redis.call('HGET', key, e .. ':ptok:' .. ARGV[i] .. ':' .. k)
-  if pt and tonumber(pt) > tok then
-    return {'fenced', pt}
+  local s = tonumber(ARGV[i])
+  if not s or s < 0 or s >= ep.shards or s % 1 ~= 0 then return {'badshard', ARGV[i]} end
+  local v = redis.call('HGET', marksKey, e .. ':' .. s .. ':' .. k)
+  if v then
+    local pt = markTok(v)
+    if pt and pt > tok then return {'fenced', tostring(pt)} end
   end
+  olds[i] = v or false
 end
 for i = 5, #ARGV, 4 do
-  local f = function(x) return e .. ':' .. x .. ':' .. ARGV[i] .. ':' .. k end
-  local old = redis.call('HGET', key, f('pos'))
-  if not old or ARGV[i + 1] >= old then
-    redis.call('HSET', key, f('pos'), ARGV[i + 1], f('ptok'), ARGV[2])
-    if ARGV[i + 2] > ARGV[i + 1] then
-      redis.call('HSET', key, f('top'), ARGV[i + 2])
-    else
-      redis.call('HDEL', key, f('top'))
-    end
-    if ARGV[i + 3] ~= '' then
-      redis.call('HSET', key, f('und'), ARGV[i + 3])
-    else
-      redis.call('HDEL', key, f('und'))
+  local s = tonumber(ARGV[i])
+  local lo, hi, und = ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
+  local old = olds[i] and markLow(olds[i])
+  if not get(e .. ':gone:' .. s) and (not old or lo >= old) then
+    local v = lo .. ' ' .. hi .. ' ' .. ARGV[2]
+    if und ~= '' then v = v .. ' ' .. und end
+    redis.call('HSET', marksKey, e .. ':' .. s .. ':' .. k, v)
+    if hi > (get(e .. ':hi:' .. s) or '') then redis.call('HSET', head, e .. ':hi:' .. s, hi) end
+    if not late then
+      -- The shard's low watermark: the mark leaves the sorted set at its
+      -- old Low (or the count of those still to write) and enters it at
+      -- its new one, when it counts there.
+      if counts(ep, s, k, old or start(e, s)) then
+        if old then
+          redis.call('ZREM', lowsKey, member(ep.n, s, k, old))
+        elseif (num(e .. ':wait:' .. s) or 0) > 0 then
+          redis.call('HINCRBY', head, e .. ':wait:' .. s, -1)
+        end
+      end
+      if counts(ep, s, k, lo) then
+        redis.call('ZADD', lowsKey, 0, member(ep.n, s, k, lo))
+      end
     end
   end
 end
+gcStep(256)
+if late then return {'late', cur, rc} end
 return {'ok'}

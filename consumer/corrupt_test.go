@@ -59,8 +59,8 @@ func TestCorruptLedgerServesNothingAndKeepsRunning(t *testing.T) {
 	if _, err := ledger.Open(ctx, checkpoint.OpenRequest{Replicas: 1, Token: 1, Origin: []transport.Position{{}}}); err != nil {
 		t.Fatal(err)
 	}
-	const bad = "1:pos:0:-1"
-	if err := cl.HSet(ctx, checkpoint.Key(group), bad, "00000000000000000000-00000000000000000005").Err(); err != nil {
+	const bad = "1:0:0" // index 0's mark in shard 0
+	if err := cl.HSet(ctx, checkpoint.Key(group)+":marks", bad, "garbage").Err(); err != nil {
 		t.Fatal(err)
 	}
 	log := memory.NewLog(1)
@@ -89,7 +89,7 @@ func TestCorruptLedgerServesNothingAndKeepsRunning(t *testing.T) {
 	if len(msgs) != 1 || !strings.Contains(msgs[0], "corrupt") || !strings.Contains(msgs[0], bad) {
 		t.Errorf("records at Error %q; want one saying the ledger is corrupt, naming %s", msgs, bad)
 	}
-	if err := cl.HDel(ctx, checkpoint.Key(group), bad).Err(); err != nil {
+	if err := cl.HDel(ctx, checkpoint.Key(group)+":marks", bad).Err(); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "every task, once the ledger was repaired", func() bool { return handled.Load() == 20 })

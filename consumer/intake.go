@@ -3,8 +3,10 @@ package consumer
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
+	"github.com/nandi-go/nandi/checkpoint"
 	"github.com/nandi-go/nandi/transport"
 )
 
@@ -40,8 +42,12 @@ func (tr *term) intake(r transport.Reader) {
 		if len(ms) == 0 {
 			continue // a retry came due first
 		}
-		offers, ok := tr.filter(ms)
-		if !ok || !tr.s.submit(ms, offers) {
+		offers, n, ok := tr.filter(ms)
+		if !ok || !tr.s.submit(ms[:n], offers) {
+			return
+		}
+		if n < len(ms) {
+			tr.misplaced(ms[n])
 			return
 		}
 	}
@@ -131,15 +137,22 @@ func (tr *term) fetched(err error) bool {
 // counted and acknowledged (for sources that want that) and left out;
 // every other becomes an offer. Options.ID is user code: called inside
 // the gate, as intake's attempt, so that one that never returns is
-// detached like a handler. It returns false when intake was detached or
-// the term is draining.
-func (tr *term) filter(ms []*transport.Message) ([]offer, bool) {
+// detached like a handler. On an aligned log it stops at the first
+// message in a shard its id does not belong to (checkpoint.Epoch.Placed):
+// n is how many messages it took, the rest are not the term's to read. It
+// returns ok false when intake was detached or the term is draining.
+func (tr *term) filter(ms []*transport.Message) (offers []offer, n int, ok bool) {
 	userID := tr.opts.ID != nil
 	if userID && !tr.s.enterIntake() {
-		return nil, false
+		return nil, 0, false
 	}
-	offers := tr.offers[:0]
+	offers = tr.offers[:0]
 	var notOwned, doneBefore int64
+	var cur *checkpoint.Epoch
+	if tr.st != nil {
+		cur = tr.st.Current
+	}
+	n = len(ms)
 	for i, m := range ms {
 		if m.Shard < 0 || m.Shard >= len(tr.shards) || tr.shards[m.Shard] == nil {
 			tr.noteBadShard(m)
@@ -147,7 +160,13 @@ func (tr *term) filter(ms []*transport.Message) ([]offer, bool) {
 		}
 		id, err := tr.taskID(m)
 		if userID && tr.s.w0.detached() {
-			return nil, tr.s.detachedReturn()
+			return nil, 0, tr.s.detachedReturn()
+		}
+		if cur != nil && err == nil {
+			if placed, _ := cur.Placed(m.Shard, m.Position, id); !placed {
+				n = i
+				break
+			}
 		}
 		if !tr.a.Owns(id) {
 			notOwned++
@@ -156,24 +175,95 @@ func (tr *term) filter(ms []*transport.Message) ([]offer, bool) {
 			}
 			continue
 		}
-		if tr.st != nil && tr.st.Done(m.Shard, m.Position, id) {
-			doneBefore++
-			if m.Ack != nil {
-				m.Ack()
-			}
-			continue
-		}
 		offers = append(offers, offer{m: m, id: id, err: err, i: i})
+	}
+	if userID && !tr.s.leaveIntake() {
+		return nil, 0, false
+	}
+	if tr.st != nil {
+		if !tr.prepare(offers) {
+			return nil, 0, false
+		}
+		kept := offers[:0]
+		for _, o := range offers {
+			if tr.st.Done(o.m.Shard, o.m.Position, o.id) {
+				doneBefore++
+				if o.m.Ack != nil {
+					o.m.Ack()
+				}
+				continue
+			}
+			kept = append(kept, o)
+		}
+		offers = kept
 	}
 	tr.stats.notOwned.Add(notOwned)
 	tr.stats.doneBefore.Add(doneBefore)
-	tr.stats.read.Add(int64(len(ms)))
+	tr.stats.read.Add(int64(n))
 	tr.stats.owned.Add(int64(len(offers)) + doneBefore)
 	tr.offers = offers
-	if userID && !tr.s.leaveIntake() {
-		return nil, false
+	return offers, n, true
+}
+
+// prepare reads what the skip rule needs of older epochs for the offers
+// below their marks (checkpoint.State.Prepare), retrying with backoff
+// while the term takes: a task is never taken on a guess. It returns false
+// when the term stopped taking.
+func (tr *term) prepare(offers []offer) bool {
+	var tasks []checkpoint.TaskAt
+	for _, o := range offers {
+		if tr.st.Below(o.m.Shard, o.m.Position) {
+			tasks = append(tasks, checkpoint.TaskAt{Shard: o.m.Shard, Position: o.m.Position, ID: o.id})
+		}
 	}
-	return offers, true
+	if len(tasks) == 0 {
+		return true
+	}
+	for {
+		err := tr.st.Prepare(tr.taking, tasks)
+		if err == nil {
+			return true
+		}
+		if !tr.fetched(fmt.Errorf("reading the checkpoints of older epochs: %w", err)) || tr.taking.Err() != nil {
+			return false
+		}
+	}
+}
+
+// misplaced handles a message of an aligned log in a shard its id does not
+// belong to: the producers do not place as the source declares (a
+// producer in another language hashing keys its own way, or one still
+// placing by the shard count before the log grew). It is said at Error
+// and counted, and before this worker's marks can pass it the ledger moves
+// to an epoch in which every index reads what its owner must
+// (checkpoint.Store.Realign); the term then opens the log again, reading
+// that message again. A realign that fails is tried again at the next
+// open, which meets the message again.
+func (tr *term) misplaced(m *transport.Message) {
+	id, _ := tr.taskID(m)
+	_, late := tr.st.Current.Placed(m.Shard, m.Position, id)
+	tr.stats.misplaced.Add(1)
+	cur := tr.st.Current
+	why := "a task in a shard its id does not belong to: the log is not aligned as its source declares; the group now reads every shard (checkpoint epoch misaligned), so that nothing is skipped"
+	if late {
+		why = "a task in the shard its id had before the log grew: a producer still places by the old shard count; the group reads the old shards again up to their end now, so that nothing is skipped (switch every producer to the new count)"
+	}
+	tr.log.ErrorContext(tr.ctx, why, "destination", tr.info.Destination(m.Shard), "shard", m.Shard, "key", m.Key, "position", m.Position,
+		"belongs_to_shard", id%uint64(cur.Aligned), "shards", cur.Aligned)
+	ends := tr.info.Ends
+	ctx, cancel := context.WithTimeout(tr.taking, tr.interval)
+	defer cancel()
+	if info, err := tr.src.Info(ctx); err == nil {
+		ends = info.Ends
+	}
+	err := tr.ledger.Realign(ctx, checkpoint.RealignRequest{Epoch: cur.N, Replicas: tr.a.Replicas, Token: tr.a.Token,
+		Shard: m.Shard, Position: m.Position, Key: m.Key, Late: late, Destination: tr.info.Destination(m.Shard), Ends: ends})
+	if err != nil && !errors.Is(err, checkpoint.ErrMoved) {
+		tr.log.WarnContext(tr.ctx, "recording the misplaced task in the checkpoints failed; the next open meets it again", "err", err)
+	}
+	why = "a misplaced task moved the checkpoints to a new epoch"
+	tr.again.Store(&why)
+	tr.stop()
 }
 
 func (tr *term) noteBadShard(m *transport.Message) {

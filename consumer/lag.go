@@ -32,7 +32,7 @@ func (c *Consumer) Lag(ctx context.Context) (Lag, error) {
 	_, held, _ := c.Positions()
 	var st *checkpoint.State
 	if c.ledger != nil {
-		if st, err = c.ledger.Read(ctx); err != nil {
+		if st, err = c.ledger.ReadLow(ctx); err != nil {
 			st = nil
 		}
 	}

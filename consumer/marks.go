@@ -163,7 +163,8 @@ func (tr *term) writeMarks() error {
 	ctx, cancel := context.WithTimeout(context.Background(), tr.interval)
 	defer cancel()
 	w := checkpoint.WriteRequest{Epoch: tr.st.Current.N, Token: tr.a.Token, Index: tr.a.Index, Replicas: tr.a.Replicas, Marks: marks}
-	if err := tr.ledger.Write(ctx, w); err != nil {
+	err := tr.ledger.Write(ctx, w)
+	if err != nil && !errors.Is(err, checkpoint.ErrLate) {
 		tr.stats.checkpointFailures.Add(1)
 		if tr.writing.fail() {
 			tr.log.WarnContext(tr.ctx, "checkpoint writes failing", "err", err)
@@ -178,9 +179,40 @@ func (tr *term) writeMarks() error {
 	for s, m := range marks {
 		tr.shards[s].written = m
 	}
+	past := tr.pastCuts()
 	tr.mu.Unlock()
+	if err != nil {
+		return err // ErrLate: written, and the epoch has moved on
+	}
+	if past {
+		why := "the shards read for what lay below where the log grew are done with"
+		if tr.again.CompareAndSwap(nil, &why) {
+			tr.stop()
+		}
+	}
 	tr.trim(ctx)
 	return nil
+}
+
+// pastCuts reports (under mu) whether the term reads shards only for what
+// lies below their cut (the log grew: checkpoint.Epoch.Transitional) and
+// its marks have passed every one of those cuts: opened again, it reads
+// only the shards its index can own tasks in.
+func (tr *term) pastCuts() bool {
+	if tr.st == nil || tr.st.Current == nil {
+		return false
+	}
+	cur, some := tr.st.Current, false
+	for s, sh := range tr.shards {
+		if sh == nil || !cur.Transitional(s, tr.a.Index) {
+			continue
+		}
+		if sh.written.Low.Less(cur.Cut[s]) {
+			return false
+		}
+		some = true
+	}
+	return some
 }
 
 // trim lets a log that can drop finished entries (transport.Trimmer) drop
@@ -194,7 +226,7 @@ func (tr *term) trim(ctx context.Context) {
 	if !ok || tr.a.Index != 0 || now-last < int64(tr.interval) || !tr.lastTrim.CompareAndSwap(last, now) {
 		return
 	}
-	st, err := tr.ledger.Read(ctx)
+	st, err := tr.ledger.ReadLow(ctx)
 	if err != nil || st.Current == nil || st.Current.N != tr.st.Current.N || st.Current.R != tr.a.Replicas {
 		return
 	}

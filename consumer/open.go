@@ -23,6 +23,7 @@ func (tr *term) open() (transport.Reader, error) {
 	defer tr.unserved.Store(false)
 	r := retry{spell: &tr.opening, count: &tr.stats.openFailures}
 	corrupt := retry{spell: &tr.opening, count: &tr.stats.corruptLedger, level: slog.LevelError}
+	shrunk := retry{spell: &tr.opening, count: &tr.stats.openFailures, level: slog.LevelError}
 	for {
 		rd, err := tr.openOnce()
 		if err == nil {
@@ -34,10 +35,13 @@ func (tr *term) open() (transport.Reader, error) {
 		}
 		tr.unserved.Store(true)
 		var wait time.Duration
-		if errors.Is(err, checkpoint.ErrCorrupt) {
+		switch {
+		case errors.Is(err, checkpoint.ErrCorrupt):
 			tr.stats.openFailures.Add(1)
 			wait = corrupt.failed(tr.taking, tr.log, "cannot serve the index held: the checkpoint ledger is corrupt; serving nothing of it, retrying while the term lasts", err)
-		} else {
+		case errors.Is(err, checkpoint.ErrShrunk):
+			wait = shrunk.failed(tr.taking, tr.log, "cannot serve the index held: this worker sees fewer shards than the group's checkpoints; serving nothing, retrying while the term lasts", err)
+		default:
 			wait = r.failed(tr.taking, tr.log, "cannot serve the index held: opening failed; retrying while the term lasts", err)
 		}
 		if !sleep(tr.taking, wait) {
@@ -66,7 +70,7 @@ func (tr *term) openOnce() (transport.Reader, error) {
 	}
 	opener, subset := tr.src.(transport.ShardOpener)
 	req := checkpoint.OpenRequest{Replicas: tr.a.Replicas, Index: tr.a.Index, Token: tr.a.Token, Origin: origin,
-		Aligned: info.Aligned && subset}
+		Aligned: info.Aligned && subset, Ends: info.Ends}
 	req.Seen, req.SeenStart = tr.seenEpoch()
 	st, err := tr.ledger.Open(tr.taking, req)
 	if err != nil {
@@ -90,12 +94,13 @@ func (tr *term) openOnce() (transport.Reader, error) {
 	}
 	tr.noteLedger(req, st)
 	// The shards to read: on an aligned log, those the index can own tasks
-	// in (as the epoch says: a log that grew shards keeps what it held
-	// aligned to its old count, and its new shards are read by all).
+	// in, and those whose cut (where the log grew) its mark is below: what
+	// lies below a cut was placed by an older count, and every index reads
+	// it (checkpoint.Epoch.Reads).
 	var read []int
 	shards := make([]*shardTrack, len(from))
 	for s, p := range from {
-		if !req.Aligned || st.Current.CanOwnIn(s, tr.a.Index) {
+		if !req.Aligned || st.Current.Reads(s, tr.a.Index) {
 			read = append(read, s)
 			shards[s] = &shardTrack{next: p, written: st.Current.Mark(s, tr.a.Index)}
 		}

@@ -47,6 +47,12 @@ type Stats struct {
 	Rewinds            int64 // shards found to end below their checkpoint (a log deleted and created again): read again from their start
 	CorruptLedger      int64 // opens that found the checkpoint ledger unreadable (checkpoint.ErrCorrupt): nothing of it served, retried while the term lasts
 	Reread             int64 // messages read again from the log (transport.Rereader): tasks that had waited light behind a failing id
+	// Misplaced counts the tasks found in a shard of an aligned source
+	// that their id does not belong to (the producers do not place as the
+	// source declares): each is logged at Error, and the group reads more
+	// so that nothing is skipped (see Options and docs/transports.md,
+	// "Aligned shards").
+	Misplaced int64
 
 	InFlight int64 // calls into user code running now, overdue ones included
 	// Overdue is how many handlers are still running after the end of
@@ -83,7 +89,7 @@ type Stats struct {
 type stats struct {
 	handled, notOwned, doneBefore, failed, deadLetters, skipped, abandoned, unheld, checkpoints, terms     atomic.Int64
 	panics, fetchFailures, openFailures, checkpointFailures, badShard, overdueTotal, ledgerLosses, rewinds atomic.Int64
-	corruptLedger, reread, read, owned, rateWaits                                                          atomic.Int64
+	corruptLedger, reread, read, owned, rateWaits, misplaced                                               atomic.Int64
 }
 
 // Stats returns the counts so far.
@@ -96,7 +102,8 @@ func (c *Consumer) Stats() Stats {
 		Panics: s.panics.Load(), FetchFailures: s.fetchFailures.Load(), OpenFailures: s.openFailures.Load(),
 		CheckpointFailures: s.checkpointFailures.Load(), BadShard: s.badShard.Load(), OverdueTotal: s.overdueTotal.Load(),
 		LedgerLosses: s.ledgerLosses.Load(), Rewinds: s.rewinds.Load(), CorruptLedger: s.corruptLedger.Load(), Reread: s.reread.Load(), Read: s.read.Load(), Owned: s.owned.Load(), RateWaits: s.rateWaits.Load(),
-		InFlight: c.running.Load(), Overdue: c.overdue.Load(),
+		Misplaced: s.misplaced.Load(),
+		InFlight:  c.running.Load(), Overdue: c.overdue.Load(),
 		Drains: c.drains.Snapshot(), Handling: c.handling.Snapshot(),
 	}
 	out.Paused, out.PausedSince, _ = c.pause.state()

@@ -58,14 +58,18 @@ type term struct {
 	offers     []offer      // intake's scratch: the owned messages of a batch
 	batchDone  atomic.Int64 // how much of the batch intake runs inline is behind it
 
-	mu      sync.Mutex
-	st      *checkpoint.State // logs only
-	shards  []*shardTrack     // nil until the log is open
-	since   int               // tasks finished since the last checkpoint write
-	flush   chan struct{}     // capacity 1: CheckpointEvery tasks finished
-	moved   atomic.Bool       // a checkpoint write met a new epoch: open again
-	grew    atomic.Int64      // the log has this many shards now: open again
-	writeMu sync.Mutex        // one checkpoint write at a time
+	mu     sync.Mutex
+	st     *checkpoint.State // logs only
+	shards []*shardTrack     // nil until the log is open
+	since  int               // tasks finished since the last checkpoint write
+	flush  chan struct{}     // capacity 1: CheckpointEvery tasks finished
+	moved  atomic.Bool       // a checkpoint write met a new epoch: open again
+	grew   atomic.Int64      // the log has this many shards now: open again
+	// again says why the log must be opened again under the term (a
+	// misplaced task realigned the ledger; the shards read for what lay
+	// below their cuts are done with): nil when it need not.
+	again   atomic.Pointer[string]
+	writeMu sync.Mutex // one checkpoint write at a time
 	// curBatch is the batch intake runs inline (under mu): if intake is
 	// detached in the middle, the drain advances reading over what is
 	// behind it (batchDone), not past the message it runs.

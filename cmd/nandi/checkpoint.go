@@ -29,7 +29,8 @@ func cmdCheckpoint(ctx context.Context, args []string, out, errOut io.Writer) in
 // intervals after the last.
 func cmdReset(ctx context.Context, args []string, out, errOut io.Writer) int {
 	fs := newFlags("checkpoint reset", out, errOut)
-	url := fs.redisURL("the group's Redis")
+	url := fs.redisURL("the group's Redis: its lease, and its checkpoints unless -checkpoints")
+	ledgerURL := fs.String("checkpoints", "", "the Redis of the group's checkpoints, when not the lease's (consumer.Options.Checkpoints), as a URL")
 	group := fs.String("group", "", "the group's name (partition.Options.Name)")
 	to := fs.String("to", "", "where every index starts again: start, end, time:RFC3339 or positions")
 	streams := fs.String("streams", "", "with -to end: the group's Redis streams, comma-separated, in shard order")
@@ -45,11 +46,20 @@ func cmdReset(ctx context.Context, args []string, out, errOut io.Writer) int {
 		return code
 	}
 	defer c.Close()
+	ledger := c
+	if *ledgerURL != "" {
+		if ledger, code = fs.connected(ctx, *ledgerURL); ledger == nil {
+			return code
+		}
+		defer ledger.Close()
+	}
 	positions, err := resetTarget(ctx, c, *to, *streams)
 	if err != nil {
 		return fs.usageError("-to %s: %v (start, end with -streams, time:RFC3339, or positions)", *to, oneLine(err.Error()))
 	}
-	r, err := checkpoint.NewRedis(c, *group).Reset(ctx, positions, *dry)
+	// -redis is where the lease lives: a group with no lease there has
+	// been stopped for over ten intervals.
+	r, err := checkpoint.NewRedis(ledger, *group).Reset(ctx, positions, checkpoint.ResetOptions{Lease: c, DryRun: *dry})
 	if err != nil {
 		fmt.Fprintln(errOut, "nandi checkpoint reset:", err) // ErrGroupRunning, ErrNoLedger, or the store's
 		return 1

@@ -28,7 +28,7 @@ func TestStatusShowsACorruptLedgerAndGoesOn(t *testing.T) {
 	if _, err := checkpoint.NewRedis(c, group).Open(ctx, checkpoint.OpenRequest{Replicas: 2, Token: 1, Origin: []transport.Position{{}}}); err != nil {
 		t.Fatal(err)
 	}
-	const bad = "1:und:-1:0"
+	const bad = "1:cut:-1"
 	if err := c.HSet(ctx, checkpoint.Key(group), bad, "00000000000000000000-00000000000000000005").Err(); err != nil {
 		t.Fatal(err)
 	}

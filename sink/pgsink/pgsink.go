@@ -383,7 +383,7 @@ func (s *Sink) forget() {
 		}
 		s.stats.forgotten.Add(tag.RowsAffected())
 	}
-	st, err := s.opts.Checkpoints.Read(ctx)
+	st, err := s.opts.Checkpoints.ReadLow(ctx)
 	if err != nil || st.Current == nil {
 		return
 	}

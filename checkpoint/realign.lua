@@ -1,0 +1,36 @@
+-- A holder of an aligned log read a task in a shard its id does not
+-- belong to, past the shard's cut: the producers do not place as the log
+-- says. Atomically, before the holder's marks pass that task, the ledger
+-- moves to the next epoch, of the same replicas: with kind "late" (the id
+-- belongs there by the count before the log grew: a producer still places
+-- by it) every old shard's cut moves up to its end now, so that every
+-- index reads what lies below; with kind "misaligned" (it belongs there by
+-- no count) the new epoch is not aligned: every index reads every shard.
+-- Either way it starts at the current epoch's low watermarks, which the
+-- holder's marks have not passed, and the group's holders drain into the
+-- old epoch and open the new one (their writes answer "late"). See
+-- docs/PROTOCOL.md, "Checkpoints", and common.lua (before this).
+--
+-- ARGV[1] the holder's epoch, ARGV[2] its token, ARGV[3] its replicas,
+-- ARGV[4] "late" or "misaligned", ARGV[5] what was found (shard,
+-- position, key: for people), ARGV[6 ..] each shard's end now.
+--
+-- Replies {"new", n} or {"moved", cur, its replicas} (the epoch moved on
+-- already: the holder opens again, and looks again), or {"corrupt", 0,
+-- "field = value"}.
+local e, tok, r, kind = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4]
+local cur = get('cur')
+if not cur then return {'moved', '0', '0'} end
+local bad = check()
+if bad then return corrupt(bad) end
+local c = epoch(tonumber(cur))
+if cur ~= e or c.r ~= r then return {'moved', cur, tostring(c.r)} end
+if c.A == 0 then return {'moved', cur, tostring(c.r)} end -- not aligned (any more): nothing to correct
+local ends = {}
+for s = 0, c.shards - 1 do ends[s + 1] = ARGV[6 + s] or start(c.n, s) end
+local A, extend = c.A, kind == 'late'
+if not extend then A = 0 end
+redis.call('HSET', head, 'misplaced', ARGV[5])
+local n = successor(c, r, tok, c.shards, A, c.was, ends, ends, {}, 0, extend, kind)
+gcStep(256)
+return {'new', n}
