@@ -2,11 +2,15 @@ package consumer_test
 
 import (
 	"context"
+	"fmt"
+	"log/slog"
 	"slices"
+	"strings"
 	"strconv"
 	"testing"
 	"time"
 
+	"github.com/nandi-go/nandi/checkpoint"
 	"github.com/nandi-go/nandi/consumer"
 	"github.com/nandi-go/nandi/partition"
 	"github.com/nandi-go/nandi/presence"
@@ -86,4 +90,127 @@ func TestAlignedLogThroughGroupSizes(t *testing.T) {
 		}
 		g.exactlyOnce(ids, len(sizes))
 	})
+}
+
+// An aligned log that grows shards while its group changes size: 12 ->
+// 16 -> 24 shards as the group goes 3 -> 5 -> 2, producers placing by
+// the new count as soon as it grows. Before the ledger knew where a log
+// grew, the workers kept reading the old shards by the old count, and 96
+// of 288 tasks written over three phases (on Redis streams) were never
+// done. Now every task is done exactly once, in order; once the shards
+// below the cuts are done with, each worker reads only the shards its
+// share can own ids in by the new count.
+func TestAlignedLogGrowsShards(t *testing.T) {
+	forEachConcurrency(t, func(t *testing.T, conc int) {
+		log := memory.NewAlignedLog(12)
+		g := newGroup(t, log.Source, consumer.Options{Concurrency: conc, CheckpointInterval: 50 * time.Millisecond, DescribeInterval: 100 * time.Millisecond},
+			func(int, *partition.Lease) consumer.Handler {
+				return func(context.Context, *transport.Message) error { return nil }
+			})
+		const ids = 300
+		shapes := []struct{ shards, size int }{{12, 3}, {16, 5}, {24, 2}}
+		var live []int
+		for phase, sh := range shapes {
+			log.Grow(sh.shards)
+			// Tasks before the group changes and after: some land below
+			// the cuts, some above.
+			for x := range ids / 2 {
+				log.Append(strconv.Itoa(x), []byte(strconv.Itoa(x)+"/"+strconv.Itoa(phase)))
+			}
+			for len(live) < sh.size {
+				live = append(live, g.start())
+			}
+			for len(live) > sh.size {
+				g.stop(live[len(live)-1])
+				live = live[:len(live)-1]
+			}
+			g.settle()
+			for x := ids / 2; x < ids; x++ {
+				log.Append(strconv.Itoa(x), []byte(strconv.Itoa(x)+"/"+strconv.Itoa(phase)))
+			}
+			waitFor(t, "the phase's tasks", func() bool { return g.check(ids, phase+1).missing == 0 })
+		}
+		waitFor(t, "every worker reading only its share's shards of 24", func() bool {
+			for _, w := range live {
+				a, ok := g.worker(w).l.Current()
+				if !ok || !slices.Equal(g.worker(w).c.Reading(), a.ShardsOf(24)) {
+					return false
+				}
+			}
+			return true
+		})
+		for _, w := range live {
+			g.stop(w)
+		}
+		g.exactlyOnce(ids, len(shapes))
+	})
+}
+
+// An aligned log whose producers do not place as it declares: some keys
+// written to other shards (a producer in another language hashing keys
+// its own way), and, after the log grew, some by the old count (a
+// producer not yet switched). Before, a worker read only its shards and
+// counted such a task as another index's: 6,580 of 10,000 records never
+// handled, with no warning. Now the first one is said at Error naming its
+// shard and key, counted, and the group reads what the owner must, so
+// every task is done exactly once, in order. (Late: the log grows from 12
+// to 20 shards under a group of 5, whose owners of an id placed by 12 do
+// not read its shard by 20, since 5 divides 20 and not 12.)
+func TestMisplacedTasksOfAnAlignedLogAreNotSkipped(t *testing.T) {
+	for _, late := range []bool{false, true} {
+		t.Run(fmt.Sprintf("late=%v", late), func(t *testing.T) {
+			log := memory.NewAlignedLog(12)
+			rec := &errorLog{}
+			g := newGroup(t, log.Source, consumer.Options{Concurrency: 4, CheckpointInterval: 50 * time.Millisecond, DescribeInterval: 100 * time.Millisecond, Logger: slog.New(rec)},
+				func(int, *partition.Lease) consumer.Handler {
+					return func(context.Context, *transport.Message) error { return nil }
+				})
+			const ids = 200
+			live := []int{g.start(), g.start(), g.start()}
+			if late {
+				live = append(live, g.start(), g.start())
+			}
+			g.settle()
+			for x := range ids {
+				log.Append(strconv.Itoa(x), []byte(strconv.Itoa(x)+"/0"))
+			}
+			waitFor(t, "the first tasks", func() bool { return g.check(ids, 1).missing == 0 })
+			if late {
+				log.Grow(20)
+				ledger := checkpoint.NewRedis(server(t).Client(), g.name)
+				waitFor(t, "the checkpoints to follow the log to 20 shards", func() bool {
+					st, err := ledger.ReadLow(context.Background())
+					return err == nil && st.Current != nil && st.Current.Aligned == 20
+				})
+			}
+			for x := range ids {
+				k := strconv.Itoa(x)
+				switch {
+				case late && x%5 == 0: // by the old count
+					log.AppendTo(int(transport.TaskID(k)%12), k, []byte(k+"/1"))
+				case !late && x%5 == 0: // its own way
+					log.AppendTo(int(transport.KeyHash(k)%12), k, []byte(k+"/1"))
+				default:
+					log.Append(k, []byte(k+"/1"))
+				}
+			}
+			waitFor(t, "every task", func() bool { return g.check(ids, 2).missing == 0 })
+			var misplaced int64
+			for _, w := range live {
+				misplaced += g.worker(w).c.Stats().Misplaced
+			}
+			if misplaced == 0 {
+				t.Errorf("no misplaced task counted")
+			}
+			msgs := rec.all()
+			if len(msgs) == 0 || !strings.Contains(msgs[0], "shard its id") {
+				t.Errorf("records at Error %q; want the misplaced task said", msgs)
+			}
+			t.Logf("figures: %d misplaced tasks counted; %d records at Error, the first %q", misplaced, len(msgs), msgs[0])
+			for _, w := range live {
+				g.stop(w)
+			}
+			g.exactlyOnce(ids, 2)
+		})
+	}
 }

@@ -231,39 +231,47 @@ func (tr *term) prepare(offers []offer) bool {
 }
 
 // misplaced handles a message of an aligned log in a shard its id does not
-// belong to: the producers do not place as the source declares (a
+// belong to by the ledger's count. When the source has grown shards since
+// and the id belongs there by the new count, a producer has switched to it
+// before this worker noticed: the term opens the log again at once (the
+// ledger then cuts each old shard at its end, below which every index
+// reads). Otherwise the producers do not place as the source declares (a
 // producer in another language hashing keys its own way, or one still
-// placing by the shard count before the log grew). It is said at Error
-// and counted, and before this worker's marks can pass it the ledger moves
-// to an epoch in which every index reads what its owner must
+// placing by the shard count before the log grew): it is said at Error
+// and counted, and before this worker's marks can pass it the ledger
+// moves to an epoch in which every index reads what its owner must
 // (checkpoint.Store.Realign); the term then opens the log again, reading
 // that message again. A realign that fails is tried again at the next
 // open, which meets the message again.
 func (tr *term) misplaced(m *transport.Message) {
+	defer tr.stop()
 	id, _ := tr.taskID(m)
-	_, late := tr.st.Current.Placed(m.Shard, m.Position, id)
-	tr.stats.misplaced.Add(1)
 	cur := tr.st.Current
+	ctx, cancel := context.WithTimeout(tr.taking, tr.interval)
+	defer cancel()
+	ends := tr.info.Ends
+	if info, err := tr.src.Info(ctx); err == nil {
+		if info.Aligned && info.Shards > cur.Aligned && id%uint64(info.Shards) == uint64(m.Shard) {
+			tr.grew.Store(int64(info.Shards))
+			return
+		}
+		ends = info.Ends
+	}
+	_, late := cur.Placed(m.Shard, m.Position, id)
+	tr.stats.misplaced.Add(1)
 	why := "a task in a shard its id does not belong to: the log is not aligned as its source declares; the group now reads every shard (checkpoint epoch misaligned), so that nothing is skipped"
 	if late {
 		why = "a task in the shard its id had before the log grew: a producer still places by the old shard count; the group reads the old shards again up to their end now, so that nothing is skipped (switch every producer to the new count)"
 	}
 	tr.log.ErrorContext(tr.ctx, why, "destination", tr.info.Destination(m.Shard), "shard", m.Shard, "key", m.Key, "position", m.Position,
 		"belongs_to_shard", id%uint64(cur.Aligned), "shards", cur.Aligned)
-	ends := tr.info.Ends
-	ctx, cancel := context.WithTimeout(tr.taking, tr.interval)
-	defer cancel()
-	if info, err := tr.src.Info(ctx); err == nil {
-		ends = info.Ends
-	}
 	err := tr.ledger.Realign(ctx, checkpoint.RealignRequest{Epoch: cur.N, Replicas: tr.a.Replicas, Token: tr.a.Token,
 		Shard: m.Shard, Position: m.Position, Key: m.Key, Late: late, Destination: tr.info.Destination(m.Shard), Ends: ends})
 	if err != nil && !errors.Is(err, checkpoint.ErrMoved) {
 		tr.log.WarnContext(tr.ctx, "recording the misplaced task in the checkpoints failed; the next open meets it again", "err", err)
 	}
-	why = "a misplaced task moved the checkpoints to a new epoch"
-	tr.again.Store(&why)
-	tr.stop()
+	again := "a misplaced task moved the checkpoints to a new epoch"
+	tr.again.Store(&again)
 }
 
 func (tr *term) noteBadShard(m *transport.Message) {

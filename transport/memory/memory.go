@@ -10,8 +10,8 @@ import (
 	"github.com/nandi-go/nandi/transport"
 )
 
-// Log is an in-memory log of a fixed number of shards. Its methods are safe
-// for concurrent use.
+// Log is an in-memory log of shards, which can grow (Grow). Its methods
+// are safe for concurrent use.
 type Log struct {
 	mu      sync.Mutex
 	shards  [][]entry
@@ -45,6 +45,12 @@ func NewAlignedLog(shards int) *Log {
 
 // ShardOf returns the shard Append puts key in.
 func (l *Log) ShardOf(key string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.shardOf(key)
+}
+
+func (l *Log) shardOf(key string) int {
 	if l.aligned {
 		return int(transport.TaskID(key) % uint64(len(l.shards)))
 	}
@@ -59,10 +65,34 @@ func (l *Log) Append(key string, payload []byte) (shard int, pos uint64) {
 // AppendWithHeaders adds a message with headers (a trace context, say):
 // copied, and shared by every reader as the payload is.
 func (l *Log) AppendWithHeaders(key string, payload []byte, headers map[string]string) (shard int, pos uint64) {
-	shard = l.ShardOf(key)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	pos = uint64(len(l.shards[shard]))
+	return l.appendTo(l.shardOf(key), key, payload, headers)
+}
+
+// AppendTo adds a message to shard whatever its key: a producer that
+// places keys its own way (or by an older shard count), for tests of
+// aligned logs that are not.
+func (l *Log) AppendTo(shard int, key string, payload []byte) (pos uint64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	_, pos = l.appendTo(shard, key, payload, nil)
+	return pos
+}
+
+// Grow gives the log shards shards (no fewer than it has): an aligned
+// log places keys by the new count from now on, as producers switched to
+// it would; readers open before read the shards they were given.
+func (l *Log) Grow(shards int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for len(l.shards) < shards {
+		l.shards = append(l.shards, nil)
+	}
+}
+
+func (l *Log) appendTo(shard int, key string, payload []byte, headers map[string]string) (int, uint64) {
+	pos := uint64(len(l.shards[shard]))
 	var hs map[string]string
 	if len(headers) > 0 {
 		hs = maps.Clone(headers)
@@ -100,7 +130,9 @@ func (s *source) Info(context.Context) (transport.Info, error) {
 const maxBatch = 256
 
 func (s *source) Open(ctx context.Context, from []transport.Position) (transport.Reader, error) {
+	s.l.mu.Lock()
 	all := make([]int, len(s.l.shards))
+	s.l.mu.Unlock()
 	for i := range all {
 		all[i] = i
 	}
@@ -111,6 +143,8 @@ var _ transport.ShardOpener = (*source)(nil)
 
 // OpenShards reads the shards listed only.
 func (s *source) OpenShards(_ context.Context, from []transport.Position, shards []int) (transport.Reader, error) {
+	s.l.mu.Lock()
+	defer s.l.mu.Unlock()
 	next := make([]uint64, len(s.l.shards))
 	for i := range next {
 		if i < len(from) {
