@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"strings"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
