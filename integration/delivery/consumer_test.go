@@ -49,9 +49,9 @@ type fleet struct {
 	// fails on two at once.
 	reordered *int
 	mu        sync.Mutex
-	rec    []handling
-	next   int
-	live   map[int]*member
+	rec       []handling
+	next      int
+	live      map[int]*member
 }
 
 type member struct {
