@@ -297,9 +297,12 @@ type markAt struct {
 
 // TaskAt is a task of the log, by place and id, as Prepare takes it.
 type TaskAt struct {
-	Shard    int
+	// Shard is the index of the shard the task was read from.
+	Shard int
+	// Position is where in that shard it lies.
 	Position transport.Position
-	ID       uint64
+	// ID is the task's id, which places it in the mapping.
+	ID uint64
 }
 
 // Below reports whether a task at p of shard s lies below the highest mark
