@@ -78,3 +78,62 @@ func TestLedgerSeededBugs(t *testing.T) {
 		})
 	}
 }
+
+// grow.pml's properties: every task of a shard below its low watermark is
+// done (notDone), and every epoch has a cause, so that realigning ends
+// (endless; spin prints EPOCHS expanded: TERMS + 1 + ENTRIES + ROGUE + 1).
+const (
+	notDone = "p >= nlen[s]) || done[(s * 2) + p]"
+	endless = "ep <= "
+)
+
+// growBounds are grow.pml's runs for the mode.
+func growBounds() map[string]spintest.Run {
+	runs := map[string]spintest.Run{
+		// a rogue producer's one entry, the producer's one: about 1.4
+		// million states, 3 s
+		"rogue=1/entries=1": {Defines: []string{"ROGUE=1", "ENTRIES=1"}, Compile: []string{"-DCOLLAPSE"}},
+		// no rogue, the producer's two entries, before and after the
+		// growth: about 0.4 million states, 1 s
+		"rogue=0/entries=2": {Defines: []string{"ROGUE=0", "ENTRIES=2"}, Compile: []string{"-DCOLLAPSE"}},
+	}
+	switch spintest.Mode() {
+	case "full", "chaos":
+		// three entries: about 3 million states
+		runs["rogue=0/entries=3"] = spintest.Run{Defines: []string{"ROGUE=0", "ENTRIES=3"}, Compile: []string{"-DCOLLAPSE"}}
+		runs["rogue=1/entries=2"] = spintest.Run{Defines: []string{"ROGUE=1", "ENTRIES=2"},
+			Compile: []string{"-DHC4"}, Pan: []string{"-w28"}, MemoryMB: 12000}
+	}
+	return runs
+}
+
+// An aligned log that grows shards, and producers that misplace ids, skip
+// nothing: every task below a shard's low watermark is done, and every
+// new epoch has a cause, in every state within the bounds.
+func TestGrowModel(t *testing.T) { spintest.Holds(t, "grow.pml", growBounds()) }
+
+// Each of grow.pml's seeded bugs is refused with a counterexample.
+func TestGrowSeededBugs(t *testing.T) {
+	for _, bug := range []struct {
+		define  string
+		defines []string
+		refused string
+	}{
+		// the rule as it was: the epoch keeps the old count, nothing checked
+		{"BUG_OLD", []string{"ROGUE=0", "ENTRIES=2"}, notDone},
+		// the new count applied before the cut: a late entry realigns
+		// again and again
+		{"BUG_NOCUT", []string{"ROGUE=0", "ENTRIES=1"}, endless},
+		// the growth followed, no message's placement checked
+		{"BUG_TRUST", []string{"ROGUE=1", "ENTRIES=1"}, notDone},
+	} {
+		t.Run(bug.define, func(t *testing.T) {
+			run := spintest.Run{Defines: append([]string{bug.define}, bug.defines...), Compile: []string{"-DCOLLAPSE"}}
+			res := spintest.Check(t, "grow.pml", run)
+			t.Logf("%s: %s", bug.define, res)
+			if !res.Violates(bug.refused) {
+				t.Fatalf("%s was not refused by %q: %s", bug.define, bug.refused, res)
+			}
+		})
+	}
+}
