@@ -21,9 +21,14 @@
 // New creates the tables (nandi_done, nandi_fence, nandi_low, in
 // Options.Schema) and does nothing else; the Sink starts no goroutine. Its
 // handler runs under a consumer: each call queues its task; the first
-// handler to find no batch running leads, committing the queued tasks of
-// concurrent handlers together, one transaction per batch (group commit),
-// and hands the lead on when its own task is done.
+// handler to find no batch running leads one, a transaction that takes
+// queued tasks one at a time, each in a savepoint of its own (its claim,
+// then its effect), and commits when the queue is empty, MaxBatch tasks
+// are in, or BatchWindow has passed (group commit); it hands the lead on
+// when its own task is done. A batch whose effect or commit has run
+// longer than BatchWindow takes no more tasks, and the next waiting
+// handler leads a batch of its own: a slow effect holds only the tasks
+// before it in its batch.
 //
 // # Guarantees
 //
@@ -33,26 +38,42 @@
 //     (Stats.AlreadyDone). Records are forgotten only below a watermark
 //     kept in PostgreSQL (nandi_low), which answers for them: the group's
 //     low watermark, copied from its checkpoint ledger (Options.
-//     Checkpoints), never lowered. Without Options.Checkpoints every
-//     record is kept.
+//     Checkpoints), never lowered, and forgotten below only ForgetEvery
+//     (at least BatchTimeout: New refuses less) after that raise
+//     committed. Without Options.Checkpoints every record is kept.
 //   - Fenced: each key has a fence row holding the newest term's token
 //     (consumer.AssignmentFromContext). A handler whose term is older than
 //     the one that last claimed the key applies nothing (Stats.Fenced); the
 //     row stays locked until its transaction ends, so a newer term's claim
 //     waits for a late commit and then finds the task done.
-//   - Failure: an error from the effect rolls back its task only (the
-//     batch is run again without it) and goes to the consumer's failure
-//     policy. A transaction aborted by a deadlock or a serialization
-//     failure is run again whole (Stats.Conflicts); any other error of the
-//     transaction fails its tasks, which the consumer retries.
+//   - Failure is the task's own: an error from its effect (or from its
+//     record: a key PostgreSQL cannot index) rolls back to its savepoint
+//     and goes to the consumer's failure policy (Stats.Failed); no other
+//     task's effect runs again. An effect that returns nil after one of
+//     its statements failed (the transaction is then aborted) fails the
+//     same way, with an error that says so. A task that a deadlock rolls
+//     back runs again, alone of its batch, after the batch commits
+//     (Stats.Conflicts). A batch refused at COMMIT (a deferred constraint
+//     or trigger) runs again one task per transaction (Stats.Isolated),
+//     so that only the task that caused it fails. An error of the
+//     transaction itself (a lost connection, BatchTimeout) fails its
+//     tasks, which the consumer retries (Stats.BatchErrors).
 //   - The handler returns nil once the task's transaction has committed,
 //     or the task was refused: that commit is the effect's boundary.
+//
+// An effect may run more than once: a transaction that does not commit
+// (a crash, a lost connection, a deadlock at COMMIT, a batch refused at
+// COMMIT) runs its tasks' effects again. Only what an effect does through
+// tx counts and commits once; anything else it does (a call to another
+// service, a counter in memory) must bear repeating.
 //
 // # What it assumes
 //
 // A log source (its messages carry shards and positions: Redis Streams,
 // Kafka, JetStream, the memory log). Every statement of the effect uses
-// the transaction it is given. A log that is deleted and created again
+// the transaction it is given. Every worker of the group has a
+// ForgetEvery at least every worker's BatchTimeout (the same options
+// everywhere do). A log that is deleted and created again
 // starts its positions over: delete the group's rows of the sink's tables
 // with it, or the new log's tasks are found done. The fault suite
 // (chaos_test.go, on a real PostgreSQL and redis-server) and

@@ -63,7 +63,7 @@ func TestLostLedgerRedoesNothing(t *testing.T) {
 	defer func() { <-appended }()
 	const group = "lostledger"
 	ledger := checkpoint.NewRedis(rs.Client(), group)
-	s, err := pgsink.New(context.Background(), p, pgsink.Options{Group: group, Checkpoints: ledger, ForgetEvery: 50 * time.Millisecond})
+	s, err := pgsink.New(context.Background(), p, pgsink.Options{Group: group, Checkpoints: ledger, ForgetEvery: 100 * time.Millisecond, BatchTimeout: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

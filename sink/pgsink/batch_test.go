@@ -1,0 +1,318 @@
+package pgsink_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/nandi-go/nandi/checkpoint"
+	"github.com/nandi-go/nandi/internal/redistest"
+	"github.com/nandi-go/nandi/sink/pgsink"
+	"github.com/nandi-go/nandi/transport"
+)
+
+// concurrently runs h for tasks 0..n-1 (key i, shard 0, position i) at
+// once, so that they share batches, and returns each one's error.
+func concurrently(h func(context.Context, *transport.Message) error, n int) []error {
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range n {
+		wg.Go(func() { errs[i] = h(term(0, 1, 5), msg(fmt.Sprint(i), 0, uint64(i))) })
+	}
+	wg.Wait()
+	return errs
+}
+
+// An effect's error rolls back that task alone: no other task's effect
+// runs again (each runs in a savepoint of its own). Before, every task of
+// the batch ahead of the failing one ran twice.
+func TestEffectErrorRunsNoOtherEffectAgain(t *testing.T) {
+	p := pool(t, server(t).URL())
+	accounts(t, p, "acc6", 40)
+	s, err := pgsink.New(context.Background(), p, pgsink.Options{Group: "rerun"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	calls := map[string]int{}
+	boom := errors.New("card declined")
+	h := s.Handler(func(ctx context.Context, tx pgx.Tx, m *transport.Message) error {
+		mu.Lock()
+		calls[m.Key]++
+		mu.Unlock()
+		if err := credit("acc6")(ctx, tx, m); err != nil {
+			return err
+		}
+		if m.Key == "7" || m.Key == "23" {
+			return boom
+		}
+		return nil
+	})
+	for round := range 3 {
+		clear(calls)
+		if _, err := p.Exec(context.Background(), "UPDATE acc6 SET balance = 0; DELETE FROM nandi_done WHERE grp = 'rerun'"); err != nil {
+			t.Fatal(err)
+		}
+		errs := concurrently(h, 40)
+		for i, err := range errs {
+			if failing := i == 7 || i == 23; failing != errors.Is(err, boom) {
+				t.Errorf("round %d, task %d: %v", round, i, err)
+			}
+			if c := calls[fmt.Sprint(i)]; c != 1 {
+				t.Errorf("round %d, task %d: its effect ran %d times; want once", round, i, c)
+			}
+			want := int64(1)
+			if i == 7 || i == 23 {
+				want = 0
+			}
+			if b := balance(t, p, "acc6", i); b != want {
+				t.Errorf("round %d, account %d: balance %d; want %d", round, i, b, want)
+			}
+		}
+	}
+	if st := s.Stats(); st.Commits >= 3*38 {
+		t.Errorf("stats %+v: a commit per task; want batches", st)
+	}
+}
+
+// An error that shows only at COMMIT (a deferred foreign key) fails the
+// task that caused it alone: the batch's tasks run again one per
+// transaction, the innocent ones apply, and only the culprit meets the
+// failure policy. Before, every task of its batch got its error.
+func TestCommitErrorFailsOnlyItsCulprit(t *testing.T) {
+	p := pool(t, server(t).URL())
+	ctx := context.Background()
+	if _, err := p.Exec(ctx, `DROP TABLE IF EXISTS child, parent; CREATE TABLE parent (id int PRIMARY KEY);
+		INSERT INTO parent VALUES (1);
+		CREATE TABLE child (id int PRIMARY KEY, parent int REFERENCES parent DEFERRABLE INITIALLY DEFERRED)`); err != nil {
+		t.Fatal(err)
+	}
+	s, err := pgsink.New(ctx, p, pgsink.Options{Group: "deferred"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const culprit = 13
+	h := s.Handler(func(ctx context.Context, tx pgx.Tx, m *transport.Message) error {
+		parent := 1
+		if m.Key == fmt.Sprint(culprit) {
+			parent = 2 // no such parent: refused at COMMIT
+		}
+		_, err := tx.Exec(ctx, "INSERT INTO child VALUES ($1, $2)", m.Key, parent)
+		return err
+	})
+	errs := concurrently(h, 20)
+	for i, err := range errs {
+		var pe *pgconn.PgError
+		if i == culprit {
+			if !errors.As(err, &pe) || pe.Code != "23503" {
+				t.Errorf("the culprit: %v; want its foreign key violation", err)
+			}
+		} else if err != nil {
+			t.Errorf("innocent task %d: %v", i, err)
+		}
+	}
+	var n int
+	if err := p.QueryRow(ctx, "SELECT count(*) FROM child").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	st := s.Stats()
+	if n != 19 || st.Applied != 19 || st.Failed != 1 {
+		t.Errorf("%d children, stats %+v; want the 19 innocent tasks applied, the culprit failed", n, st)
+	}
+	t.Logf("figures: 20 tasks, one refused at COMMIT by a deferred constraint: %d batches run again one task per transaction; 19 applied, 1 failed", st.Isolated)
+}
+
+// An effect that swallows a statement's error and returns nil leaves the
+// transaction aborted: that task fails with an error that says so, and
+// the others of its batch commit. As the last task of its batch too.
+func TestSwallowedStatementErrorFailsOnlyItsTask(t *testing.T) {
+	p := pool(t, server(t).URL())
+	accounts(t, p, "acc7", 30)
+	s, err := pgsink.New(context.Background(), p, pgsink.Options{Group: "swallowed"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sloppy atomic.Bool
+	h := s.Handler(func(ctx context.Context, tx pgx.Tx, m *transport.Message) error {
+		if err := credit("acc7")(ctx, tx, m); err != nil {
+			return err
+		}
+		if m.Key == "5" && sloppy.Load() {
+			_, _ = tx.Exec(ctx, "SELECT 1 / 0") // its error dropped
+		}
+		return nil
+	})
+	sloppy.Store(true)
+	if err := h(term(0, 1, 5), msg("5", 0, 5)); err == nil || !strings.Contains(err.Error(), "aborted the transaction") {
+		t.Fatalf("alone: %v; want the swallowed error's report", err)
+	}
+	errs := concurrently(h, 30)
+	for i, err := range errs {
+		if (i == 5) != (err != nil) {
+			t.Errorf("task %d: %v", i, err)
+		}
+	}
+	sloppy.Store(false)
+	if err := h(term(0, 1, 5), msg("5", 0, 5)); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 30 {
+		if b := balance(t, p, "acc7", i); b != 1 {
+			t.Errorf("account %d: balance %d; want 1", i, b)
+		}
+	}
+}
+
+// Options that would let a record be forgotten under a claim that cannot
+// see the watermark are refused, naming them.
+func TestOptionsThatBreakOnceAreRefused(t *testing.T) {
+	p := pool(t, server(t).URL())
+	for _, c := range []struct {
+		opts pgsink.Options
+		want []string
+	}{
+		{pgsink.Options{Group: "g", ForgetEvery: 100 * time.Millisecond, BatchTimeout: time.Second}, []string{"ForgetEvery", "BatchTimeout"}},
+		{pgsink.Options{Group: "g", ForgetEvery: time.Second}, []string{"ForgetEvery", "BatchTimeout", "10s"}}, // the default BatchTimeout
+		{pgsink.Options{Group: "g", MaxBatch: 65}, []string{"MaxBatch", "64"}},
+	} {
+		_, err := pgsink.New(context.Background(), p, c.opts)
+		for _, w := range c.want {
+			if err == nil || !strings.Contains(err.Error(), w) {
+				t.Errorf("New(%+v): %v; want an error naming %s", c.opts, err, w)
+			}
+		}
+	}
+}
+
+// A claim held on its key's fence row (another term's transaction holds
+// it) while another worker's sink raises the watermark past its task and
+// forgets the task's record: the claim, whose statement began before the
+// raise and so cannot see it, must not find the record gone and apply the
+// task again. ForgetEvery at least BatchTimeout, counted from the raise's
+// commit, ends the claim first.
+func TestClaimHeldPastAForgetAppliesNothing(t *testing.T) {
+	rs := redistest.Start(t)
+	p := pool(t, server(t).URL())
+	ctx := context.Background()
+	accounts(t, p, "acc8", 1)
+	const group = "heldclaim"
+	ledger := checkpoint.NewRedis(rs.Client(), group)
+	st, err := ledger.Open(ctx, checkpoint.OpenRequest{Replicas: 1, Index: 0, Token: 1, Origin: []transport.Position{transport.Offset(0)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := pgsink.Options{Group: group, BatchTimeout: time.Second, ForgetEvery: time.Second}
+	a, err := pgsink.New(ctx, p, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.Checkpoints = ledger
+	b, err := pgsink.New(ctx, p, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	credit0 := func(ctx context.Context, tx pgx.Tx, m *transport.Message) error {
+		_, err := tx.Exec(ctx, "UPDATE acc8 SET balance = balance + 1 WHERE id = 0")
+		return err
+	}
+	ha, hb := a.Handler(credit0), b.Handler(func(context.Context, pgx.Tx, *transport.Message) error { return nil })
+	task := msg("k", 0, 5)
+	if err := ha(term(0, 1, 10), task); err != nil {
+		t.Fatal(err)
+	}
+	// Another term's open transaction holds the key's fence row.
+	hold, err := p.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hold.Rollback(ctx)
+	if _, err := hold.Exec(ctx, "SELECT 1 FROM nandi_fence WHERE grp = $1 AND key = 'k' FOR UPDATE", group); err != nil {
+		t.Fatal(err)
+	}
+	// The task offered again (a lost ledger restarts below it): its claim
+	// waits on the fence row.
+	again := make(chan error, 1)
+	go func() { again <- ha(term(0, 1, 10), task) }()
+	redistest.WaitFor(t, 10*time.Second, "the claim waiting on the fence row", func() bool {
+		var n int
+		_ = p.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%nandi_fence%'").Scan(&n)
+		return n == 1
+	})
+	// The group's low watermark passes the task; the other worker's sink
+	// raises it and, a ForgetEvery later, forgets the record below it.
+	if err := ledger.Write(ctx, checkpoint.WriteRequest{Epoch: st.Current.N, Token: 1, Index: 0, Replicas: 1,
+		Marks: map[int]checkpoint.Mark{0: {Low: transport.Offset(10), High: transport.Offset(10)}}}); err != nil {
+		t.Fatal(err)
+	}
+	pos := uint64(100)
+	redistest.WaitFor(t, 20*time.Second, "the record forgotten", func() bool {
+		pos++
+		if err := hb(term(0, 1, 10), msg("other", 0, pos)); err != nil {
+			t.Fatal(err)
+		}
+		return b.Stats().Forgotten > 0
+	})
+	_ = hold.Rollback(ctx)
+	err = <-again
+	t.Logf("the held claim: %v", err)
+	if err != nil { // its batch outlived BatchTimeout: the consumer retries it
+		if err := ha(term(0, 1, 10), task); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if bal := balance(t, p, "acc8", 0); bal != 1 {
+		t.Fatalf("balance %d; want 1: the task applied %d times", bal, bal)
+	}
+}
+
+// A slow effect holds no task outside its batch: tasks that arrive while
+// it runs commit in batches of their own, and it commits when it ends.
+// Before, every handler of the sink waited for it.
+func TestSlowEffectHoldsNoOtherTask(t *testing.T) {
+	p := pool(t, server(t).URL())
+	accounts(t, p, "acc9", 21)
+	s, err := pgsink.New(context.Background(), p, pgsink.Options{Group: "slow"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	started, release := make(chan struct{}), make(chan struct{})
+	h := s.Handler(func(ctx context.Context, tx pgx.Tx, m *transport.Message) error {
+		if m.Key == "20" {
+			close(started)
+			<-release
+		}
+		return credit("acc9")(ctx, tx, m)
+	})
+	slow := make(chan error, 1)
+	go func() { slow <- h(term(0, 1, 5), msg("20", 0, 20)) }()
+	<-started
+	others := make(chan []error, 1)
+	go func() { others <- concurrently(h, 20) }()
+	select {
+	case errs := <-others:
+		for i, err := range errs {
+			if err != nil {
+				t.Errorf("task %d: %v", i, err)
+			}
+		}
+	case <-time.After(60 * time.Second):
+		close(release)
+		t.Fatal("tasks that arrived after a slow effect waited for it (60s)")
+	}
+	close(release)
+	if err := <-slow; err != nil {
+		t.Fatal(err)
+	}
+	for i := range 21 {
+		if b := balance(t, p, "acc9", i); b != 1 {
+			t.Errorf("account %d: balance %d; want 1", i, b)
+		}
+	}
+}
