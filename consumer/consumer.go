@@ -3,6 +3,7 @@ package consumer
 import (
 	"context"
 	"fmt"
+	"github.com/redis/go-redis/v9"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -66,8 +67,13 @@ type shared struct {
 	lastErr atomic.Pointer[lastError]  // the last failed attempt, for presence
 	firsts  atomic.Pointer[firstTaken] // when the last term's unfinished tasks were first taken
 
-	pause    pauser // the group's pause, as this worker last read it
-	workerID string // Consumer.Worker, for DeadLetter's context
+	pause pauser // the group's pause, as this worker last read it
+	// misaligned: the group's aligned subscriptions are misaligned
+	// (MisalignedKey, as last read, or found here); misalignedHere: found
+	// here and not recorded for the group (the write failed).
+	misaligned, misalignedHere atomic.Bool
+	client                     redis.UniversalClient // the lease's: nil when it has none
+	workerID                   string                // Consumer.Worker, for DeadLetter's context
 
 	lastLag   atomic.Pointer[lagReading] // computed each interval (LastLag)
 	lagWanted atomic.Bool                // LastLag was called: compute the lag even with NoPresence
@@ -95,6 +101,7 @@ func New(lease *partition.Lease, src transport.Source, h Handler, opts Options) 
 			sh.ledger = checkpoint.NewRedis(cl, lease.Name())
 		}
 	}
+	sh.client = lease.Client()
 	c := &Consumer{shared: sh, lease: lease, worker: opts.WorkerID}
 	if c.worker == "" {
 		c.worker = presence.NewWorkerID()

@@ -46,6 +46,11 @@ func (tr *term) intake(r transport.Reader) {
 		if !ok || !tr.s.submit(ms[:n], offers) {
 			return
 		}
+		if tr.misaligned.Load() && !tr.allShards && tr.info.Aligned && !tr.info.Log {
+			why := "a misplaced message: subscribing to every subject"
+			tr.again.CompareAndSwap(nil, &why)
+			return
+		}
 		if n < len(ms) {
 			tr.misplaced(ms[n])
 			return
@@ -167,6 +172,9 @@ func (tr *term) filter(ms []*transport.Message) (offers []offer, n int, ok bool)
 				n = i
 				break
 			}
+		}
+		if cur == nil && err == nil && tr.info.Aligned && !tr.info.Log {
+			tr.placedLossy(m, id)
 		}
 		if !tr.a.Owns(id) {
 			notOwned++

@@ -127,6 +127,12 @@ func (tr *term) subscribe() (transport.Reader, error) {
 	defer tr.unserved.Store(false)
 	r := retry{spell: &tr.opening, count: &tr.stats.openFailures}
 	read := tr.a.ShardsOf(tr.info.Shards)
+	if tr.misaligned.Load() {
+		read, tr.allShards = make([]int, tr.info.Shards), true
+		for s := range read {
+			read[s] = s
+		}
+	}
 	shards := make([]*shardTrack, tr.info.Shards)
 	for _, s := range read {
 		shards[s] = &shardTrack{}

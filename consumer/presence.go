@@ -40,7 +40,11 @@ func (c *Consumer) presence(ctx context.Context) {
 	defer tick.Stop()
 	for {
 		pctx, cancel := context.WithTimeout(ctx, iv/4)
-		c.notePause(client.Get(pctx, PauseKey(name)))
+		pipe := client.Pipeline()
+		pause, mis := pipe.Get(pctx, PauseKey(name)), pipe.Get(pctx, MisalignedKey(name))
+		_, _ = pipe.Exec(pctx)
+		c.notePause(pause)
+		c.noteMisaligned(mis)
 		cancel()
 		// The lag costs a description of the source and a read of the
 		// ledger: done for the presence record, or once something has asked

@@ -49,9 +49,11 @@ type Stats struct {
 	Reread             int64 // messages read again from the log (transport.Rereader): tasks that had waited light behind a failing id
 	// Misplaced counts the tasks found in a shard of an aligned source
 	// that their id does not belong to (the producers do not place as the
-	// source declares): each is logged at Error, and the group reads more
-	// so that nothing is skipped (see Options and docs/transports.md,
-	// "Aligned shards").
+	// source declares): the first of a log's epoch, and the first of a
+	// worker's subscriptions, is logged at Error, and the group reads more
+	// so that nothing is skipped (a log's ledger realigns; subscriptions
+	// go to every shard: MisalignedKey). See docs/transports.md, "Aligned
+	// shards".
 	Misplaced int64
 
 	InFlight int64 // calls into user code running now, overdue ones included

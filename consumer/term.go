@@ -65,6 +65,9 @@ type term struct {
 	flush  chan struct{}     // capacity 1: CheckpointEvery tasks finished
 	moved  atomic.Bool       // a checkpoint write met a new epoch: open again
 	grew   atomic.Int64      // the log has this many shards now: open again
+	// allShards: an aligned source that is not a log, subscribed to every
+	// shard (the group is misaligned); set before serving.
+	allShards bool
 	// again says why the log must be opened again under the term (a
 	// misplaced task realigned the ledger; the shards read for what lay
 	// below their cuts are done with): nil when it need not.

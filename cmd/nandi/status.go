@@ -36,6 +36,11 @@ type Status struct {
 	DeadLatest []deadletter.Letter `json:"dead_latest,omitempty"`
 	Counts     []Count             `json:"counts"` // newest first
 	Epochs     []EpochStatus       `json:"epochs,omitempty"`
+	// Misplaced describes the last task found in a shard its id does not
+	// belong to, on a source declared aligned (its producers place
+	// otherwise): from the checkpoint ledger (a log), or the group's
+	// consumer.MisalignedKey (subscriptions). "" when none was.
+	Misplaced string `json:"misplaced,omitempty"`
 	// LedgerError says why the checkpoint ledger could not be read (a
 	// corrupt field, named); the rest of the status is still shown.
 	LedgerError string `json:"ledger_error,omitempty"`
@@ -52,7 +57,7 @@ type Status struct {
 // lease state, checkpoints, workers, pause or dead letters (a misspelt
 // -group, or another database).
 func (s *Status) Unknown() bool {
-	return s.NoLease && len(s.Epochs) == 0 && s.LedgerError == "" && len(s.Workers) == 0 && s.Paused == nil && s.Dead == 0
+	return s.NoLease && len(s.Epochs) == 0 && s.LedgerError == "" && len(s.Workers) == 0 && s.Paused == nil && s.Dead == 0 && s.Misplaced == ""
 }
 
 // Count is one interval's registrations.
@@ -98,6 +103,13 @@ func readStatus(ctx context.Context, c redis.UniversalClient, group string) (*St
 	case err != nil:
 		return nil, err
 	}
+	s.Misplaced = st.Misplaced
+	if m, set, err := consumer.ReadMisaligned(ctx, c, group); err != nil {
+		return nil, err
+	} else if set {
+		s.Misplaced = fmt.Sprintf("key %s in %s (shard %d; its id belongs to shard %d), since %s: the group reads every subject (clear with consumer.ClearMisaligned once the producers are fixed)",
+			m.Key, m.Destination, m.Shard, m.BelongsTo, m.Since.Format(time.RFC3339))
+	}
 	for _, e := range st.History {
 		es := EpochStatus{N: e.N, Replicas: e.R, Token: e.Token, Current: st.Current != nil && e.N == st.Current.N, Positions: map[string]string{}, ResetAt: e.ResetAt}
 		for sh := range e.Start {
@@ -138,6 +150,9 @@ func printStatus(w io.Writer, s *Status) {
 	}
 	if s.Dead > 0 {
 		fmt.Fprintf(tw, "dead letters\t%d in %s (nandi dead list)\n", s.Dead, deadletter.Stream(s.Group))
+	}
+	if s.Misplaced != "" {
+		fmt.Fprintf(tw, "misplaced\t%s\n", clean(s.Misplaced))
 	}
 	if s.Paused != nil {
 		fmt.Fprintf(tw, "paused\tsince %s%s: no worker starts a task (nandi resume)\n", s.Paused.Since.Format(time.RFC3339), reasonText(s.Paused.Reason))
