@@ -48,6 +48,7 @@ chaos:
 	NANDI_CHAOS_SCALE=10 $(GO) test -race -count=1 -timeout 60m -v ./integration/chaos/
 	cd sink/pgsink && NANDI_CHAOS_SCALE=10 $(GO) test -race -count=1 -timeout 60m -v -run '^TestSink' ./...
 	NANDI_MODEL=chaos $(GO) test -count=1 -p 1 -timeout 120m -v ./partition/model/ ./checkpoint/model/
+	NANDI_LEDGER_SCALE=full $(GO) test -count=1 -timeout 30m -v -run TestLedgerAtScale ./checkpoint/
 
 # The protocol's models (partition/model, checkpoint/model) at their
 # larger bounds, exhaustively (with hash compaction), and every seeded

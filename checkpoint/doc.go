@@ -15,18 +15,33 @@
 // # Lifecycle
 //
 // A holder calls Open at the start of each term (one atomic script that
-// returns the whole ledger), Write every so often and at the end of the
-// term, and nothing else. Open creates the next epoch when the holder's
-// replicas differ from the current epoch's: it starts each shard at the
-// lowest Low of the epoch before, and keeps in the history every older
-// epoch whose marks reach above that start. Read is for tools (nandi
-// status).
+// returns the ledger's head: every epoch's counts, starts, cuts and low
+// watermarks), reads the marks it needs a page at a time (State.Prepare:
+// its own, and the older epochs' of the shards it reads), calls Write
+// every so often and at the end of the term, and Realign when it finds a
+// task its aligned log placed elsewhere. Open creates the next epoch when
+// the holder's replicas differ from the current epoch's, a shard was
+// rewound, or an aligned log grew (each old shard is then cut at its end:
+// every index reads what lies below, placed by the old count, Epoch.Reads);
+// it starts each shard at the current epoch's low watermark, and keeps in
+// the history every older epoch whose marks reach above that start. Read
+// and ReadLow are for tools (nandi status) and sinks (pgsink's watermark).
 //
 // # Guarantees
 //
-//   - Atomic, one round trip each, always on the master: Open, Write and
-//     Read are scripts on one declared key, {group}:ledger, beside the
-//     lease's key under the same hash tag (one node on Redis Cluster).
+//   - Atomic, always on the master, bounded: Open, Write, Realign and
+//     Read are scripts on three declared keys under the group's hash tag
+//     ({group}:ledger, :marks, :lows; one node on Redis Cluster), each
+//     doing work bounded by the shards it is given, never by replicas x
+//     shards: a mapping change of 1,000 workers over 48 shards or 2,100
+//     over one stream runs every script in under 20 ms (TestLedgerAtScale,
+//     SLOWLOG), and epochs that leave the history are collected a few
+//     hundred fields per call.
+//   - Placement checked: on an aligned epoch every message must lie in
+//     the shard its id belongs to (Epoch.Placed); the consumer realigns on
+//     the first that does not (Realign: the cuts move to the log's end
+//     for a producer still placing by the count before a growth, else the
+//     epoch stops being aligned), so nothing is skipped.
 //   - Fenced: a Write names its epoch and token, and is refused once the
 //     epoch has moved on (ErrMoved) or a newer holder of the index has
 //     opened or written it (ErrFenced). A paused former holder that wakes
@@ -62,6 +77,8 @@
 // Redis.Reset (nandi checkpoint reset) moves every index of a stopped
 // group to given positions, as a new epoch with no history: reprocess
 // from a point, or skip a backlog. It refuses while a lease of the group
-// may be held (ErrGroupRunning), watching the lease's and the ledger's
+// may be held (ErrGroupRunning), and when it cannot see the lease
+// (ErrLeaseUnknown: with the ledger on another Redis, pass the lease's
+// client in ResetOptions.Lease), watching the lease's and the ledger's
 // keys so that a worker registering meanwhile makes it fail, not race.
 package checkpoint

@@ -30,7 +30,12 @@
 // consumer opens the topic again when it has more, so partitions added to
 // the topic are read from their start within that time. (A
 // kafka.Transport of your own answers metadata from its cache, up to its
-// MetadataTTL of 6s, which adds to that.)
+// MetadataTTL of 6s, which adds to that.) An aligned topic that grows
+// loses and repeats nothing: every worker reads each old partition up to
+// where it ended when the growth was seen (those records were placed by
+// the old count), then its own partitions only; a record in a partition
+// its key does not belong to (a producer with another partitioner) makes
+// the group read every partition (docs/transports.md, "Aligned shards").
 //
 // # Writing tasks
 //
