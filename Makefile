@@ -1,18 +1,22 @@
-# nandi: make test runs everything (unit and integration against real
-# servers, with -race); make test-unit runs with -short, which skips every
+# nandi: make test runs everything against real servers: the packages'
+# own tests with -race, and beside them (make -j2) the scenarios, the fault
+# suite and the modules of their own; make test-unit runs with -short, which skips every
 # test that needs a real server (and says so).
 GO        ?= go
 PKGS      := ./...
-# The integration tests run on their own, after the rest: they time a group
-# of leases on 2 cores, and packages test in parallel otherwise.
+# The integration tests run one package at a time (-p 1): they time a
+# group of leases on 2 cores.
 NOT_INTEGRATION = $(shell $(GO) list ./... | grep -v /integration)
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: tidy test test-unit test-integration test-loaded chaos model bench lint fuzz
+.PHONY: tidy test test-packages test-systems test-unit test-integration test-loaded chaos model bench lint fuzz
 
 # The fault suite (integration/chaos) runs without -race here: its workers
 # are processes, which -race slows by 70%, and every line they run is
-# raced by the other tests; make chaos runs it with -race. The lease's
+# raced by the other tests; make chaos runs it with -race. The same for
+# the lease's and the delivery scenarios (./integration/...): the
+# consumer, lease and transports they drive are raced by their packages'
+# own tests, and make chaos runs them with -race too. The lease's
 # simulation at scale (10,000 workers on fake time) runs 500 workers under
 # -race and its full size without. deploy/ is its own module (it needs
 # k8s.io/api to check the manifests, which nandi's users should not fetch).
@@ -20,9 +24,18 @@ STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # make lint runs all of vet and staticcheck (a separate go vet here cost 2m40s
 # of compiling without -race on a fresh machine).
 test: tidy
+	$(MAKE) -j2 --output-sync=target test-packages test-systems
+
+# The packages' own tests, with -race.
+test-packages:
 	$(GO) test -race -count=1 -timeout 15m $(NOT_INTEGRATION)
+
+# The simulation, the scenarios against real servers, the fault suite, and
+# the modules of their own. make test runs this beside test-packages: a
+# test here must pass on a busy machine anyway (make test-loaded).
+test-systems:
 	$(GO) test -count=1 -timeout 15m -run TestSimulationAtScale ./partition/
-	$(GO) test -race -count=1 -p 1 -timeout 15m ./integration/ ./integration/delivery/
+	$(GO) test -count=1 -p 1 -timeout 15m ./integration/ ./integration/delivery/
 	$(GO) test -count=1 -timeout 15m ./integration/chaos/
 	cd deploy && $(GO) vet ./... && $(GO) test -count=1 ./...
 	cd sink/pgsink && $(GO) vet ./... && $(GO) test -race -count=1 -skip '^TestSink' ./... && $(GO) test -count=1 -run '^TestSink' ./...
@@ -45,6 +58,7 @@ test-integration:
 # The fault suite with 10 times the tasks of its make test version, and
 # the protocol's models at their largest bounds (bitstate search).
 chaos:
+	$(GO) test -race -count=1 -p 1 -timeout 30m ./integration/ ./integration/delivery/
 	NANDI_CHAOS_SCALE=10 $(GO) test -race -count=1 -timeout 60m -v ./integration/chaos/
 	cd sink/pgsink && NANDI_CHAOS_SCALE=10 $(GO) test -race -count=1 -timeout 60m -v -run '^TestSink' ./...
 	NANDI_MODEL=chaos $(GO) test -count=1 -p 1 -timeout 120m -v ./partition/model/ ./checkpoint/model/

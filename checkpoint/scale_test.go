@@ -100,12 +100,12 @@ func (sr *scaleRun) worker(ctx context.Context, r, k int, base uint64, origin []
 }
 
 // slowest reads SLOWLOG: per ledger script, its slowest call.
-func slowest(t testing.TB, c *redis.Client) map[string]time.Duration {
+func slowest(t testing.TB, c *redis.Client) (worst map[string]time.Duration, over int) {
 	res, err := c.Do(context.Background(), "SLOWLOG", "GET", "-1").Slice()
 	if err != nil {
 		t.Fatal(err)
 	}
-	worst := map[string]time.Duration{}
+	worst = map[string]time.Duration{}
 	for _, e := range res {
 		f := e.([]any)
 		args := f[3].([]any)
@@ -116,12 +116,26 @@ func slowest(t testing.TB, c *redis.Client) map[string]time.Duration {
 		if fmt.Sprint(args[0]) != "evalsha" || name == "" {
 			continue
 		}
-		if d := time.Duration(f[2].(int64)) * time.Microsecond; d > worst[name] {
+		d := time.Duration(f[2].(int64)) * time.Microsecond
+		if d > worst[name] {
 			worst[name] = d
 		}
+		if d > maxScript {
+			over++
+		}
 	}
-	return worst
+	return worst, over
 }
+
+// maxScript is the longest a ledger script may block Redis. SLOWLOG
+// measures wall time: a machine that stalls Redis (a CPU quota's 100ms
+// period, another job) lands the stall in whichever call runs, so a run
+// may have stalls calls over it; a script whose work grows with the
+// group is over it at every mapping change (at least 5 calls a run).
+const (
+	maxScript = 20 * time.Millisecond
+	stalls    = 2
+)
 
 // size is the ledger's keys' memory and field count.
 func (sr *scaleRun) size() (bytes, fields int64) {
@@ -151,8 +165,10 @@ var ledgerSizes = []struct {
 // opening 1,000 workers over 48 shards, and from about 2,000 marks a
 // change failed with "too many results to unpack" and left the ledger
 // corrupt); every epoch that leaves the history is collected. A script's
-// time on a busy machine includes the machine's: a script over 20 ms is
-// run again (a fresh group), and fails when it is over both times.
+// time on a busy machine includes the machine's stalls: a run may have
+// up to two calls over 20 ms (a stall lands in one call; a script whose
+// work grows with the group is over at every mapping change), and the
+// size is run again, with a fresh group, up to three times.
 func TestLedgerAtScale(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: a real redis-server, seconds per size")
@@ -168,8 +184,9 @@ func TestLedgerAtScale(t *testing.T) {
 	}
 	for _, sz := range sizes {
 		t.Run(fmt.Sprintf("%dx%d/aligned=%v", sz.r, sz.shards, sz.aligned), func(t *testing.T) {
-			var over map[string]time.Duration
-			for try := range 2 {
+			var worst map[string]time.Duration
+			var over int
+			for try := range 3 {
 				group := fmt.Sprintf("scale-%d-%d-%v-%d", sz.r, sz.shards, sz.aligned, try)
 				sr := &scaleRun{t: t, c: c, l: NewRedis(c, group), shards: sz.shards, aligned: sz.aligned}
 				c.Do(ctx, "SLOWLOG", "RESET")
@@ -179,7 +196,7 @@ func TestLedgerAtScale(t *testing.T) {
 				for i, r := range []int{sz.r, sz.r + 1, sz.r - 1, sz.r, sz.r + 1} {
 					sr.phase(r, uint64(10000*(i+1)))
 				}
-				worst := slowest(t, c)
+				worst, over = slowest(t, c)
 				st, err := sr.l.Read(ctx)
 				if err != nil {
 					t.Fatal(err)
@@ -201,20 +218,13 @@ func TestLedgerAtScale(t *testing.T) {
 					t.Errorf("%d epochs in the history after every worker passed the first two's marks; want at most 3", len(st.History))
 				}
 				bytes, fields := sr.size()
-				t.Logf("figures: %d workers over %d shards (aligned %v): slowest ledger scripts over 4 mapping changes %v; ledger of %d epochs: %d fields, %.1f MB",
-					sz.r, sz.shards, sz.aligned, worst, len(st.History), fields, float64(bytes)/1e6)
-				again := map[string]time.Duration{}
-				for name, d := range worst {
-					if d > 20*time.Millisecond && (try == 0 || over[name] > 0) {
-						again[name] = d
-					}
-				}
-				if len(again) == 0 {
+				t.Logf("figures: %d workers over %d shards (aligned %v): slowest ledger scripts over 4 mapping changes %v (%d calls over %v); ledger of %d epochs: %d fields, %.1f MB",
+					sz.r, sz.shards, sz.aligned, worst, over, maxScript, len(st.History), fields, float64(bytes)/1e6)
+				if over <= stalls {
 					return
 				}
-				over = again
 			}
-			t.Errorf("ledger scripts blocked Redis for over 20 ms in two runs: %v", over)
+			t.Errorf("ledger scripts blocked Redis for over %v in three runs: the last had %d such calls (slowest %v)", maxScript, over, worst)
 		})
 	}
 }

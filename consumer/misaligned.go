@@ -28,11 +28,11 @@ func MisalignedKey(group string) string { return partition.KeyPrefix(group) + "m
 
 // Misalignment is the first misplaced message that set MisalignedKey.
 type Misalignment struct {
-	Since       time.Time `json:"since"`
+	Since       time.Time `json:"since"`       // when it was found
 	Destination string    `json:"destination"` // the subject it was read from
-	Shard       int       `json:"shard"`
-	Key         string    `json:"key"`
-	BelongsTo   int       `json:"belongs_to"` // the shard its id belongs to
+	Shard       int       `json:"shard"`       // the shard of that subject
+	Key         string    `json:"key"`         // the message's key
+	BelongsTo   int       `json:"belongs_to"`  // the shard its id belongs to
 }
 
 // ReadMisaligned reports whether group reads every shard because a
