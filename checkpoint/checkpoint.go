@@ -93,12 +93,6 @@ type OpenRequest struct {
 	Rewound []int
 }
 
-// Write is WriteRequest.
-//
-// Deprecated: use WriteRequest (beside OpenRequest; the method is
-// Store.Write).
-type Write = WriteRequest
-
 // WriteRequest is one holder's marks: every task of Index in shard s is
 // done as Marks[s] says.
 type WriteRequest struct {

@@ -30,10 +30,6 @@ type Stats struct {
 	Skipped     int64 // tasks that could not succeed (ErrPermanent) with no DeadLetter: skipped and logged
 	Abandoned   int64 // tasks not done when their term ended (done again by the next holder)
 	Unheld      int64 // messages of a source that is not a log read while holding nothing: lost (NATS core, Watermill)
-	// Unowned is Unheld.
-	//
-	// Deprecated: use Unheld (NotOwned counts another index's messages).
-	Unowned     int64
 	Checkpoints int64 // checkpoint writes
 	Terms       int64 // terms served
 
@@ -100,7 +96,7 @@ func (c *Consumer) Stats() Stats {
 	out := Stats{
 		Handled: s.handled.Load(), NotOwned: s.notOwned.Load(), DoneBefore: s.doneBefore.Load(),
 		Failed: s.failed.Load(), DeadLetters: s.deadLetters.Load(), Skipped: s.skipped.Load(),
-		Abandoned: s.abandoned.Load(), Unheld: s.unheld.Load(), Unowned: s.unheld.Load(), Checkpoints: s.checkpoints.Load(), Terms: s.terms.Load(),
+		Abandoned: s.abandoned.Load(), Unheld: s.unheld.Load(), Checkpoints: s.checkpoints.Load(), Terms: s.terms.Load(),
 		Panics: s.panics.Load(), FetchFailures: s.fetchFailures.Load(), OpenFailures: s.openFailures.Load(),
 		CheckpointFailures: s.checkpointFailures.Load(), BadShard: s.badShard.Load(), OverdueTotal: s.overdueTotal.Load(),
 		LedgerLosses: s.ledgerLosses.Load(), Rewinds: s.rewinds.Load(), CorruptLedger: s.corruptLedger.Load(), Reread: s.reread.Load(), Read: s.read.Load(), Owned: s.owned.Load(), RateWaits: s.rateWaits.Load(),

@@ -69,12 +69,6 @@ func (t *Term) Deadline() time.Time {
 // Renewal.
 func (t *Term) Deadlines() <-chan time.Time { return t.renewed }
 
-// Renewed is Deadlines.
-//
-// Deprecated: use Deadlines (the name says what it carries, beside
-// Renewal, which signals).
-func (t *Term) Renewed() <-chan time.Time { return t.renewed }
-
 // Renewal returns a channel that is closed at the term's next renewal, or
 // when the term ends: a broadcast that any number of goroutines can wait
 // on, unlike Deadlines, which one reader drains. Call it again after it

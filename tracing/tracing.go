@@ -67,13 +67,6 @@ const (
 	AttrToken     = attribute.Key("nandi.token")    // the term's fencing token
 	AttrKey       = attribute.Key("nandi.key")      // the task's id, as the message carries it
 	AttrPermanent = attribute.Key("nandi.permanent")
-
-	// Deprecated: the span carries messaging.consumer.group.name instead.
-	AttrGroup = attribute.Key("nandi.group")
-	// Deprecated: the span carries messaging.destination.partition.id.
-	AttrShard = attribute.Key("nandi.shard")
-	// Deprecated: the span carries messaging.message.id.
-	AttrPosition = attribute.Key("nandi.position")
 )
 
 // Handler returns h traced: each call is a span of kind consumer named

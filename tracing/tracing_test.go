@@ -135,7 +135,7 @@ func taskSpanOf(t *testing.T, parent trace.SpanContext, spans []sdktrace.ReadOnl
 				t.Errorf("the span has no %s: %v", k, got)
 			}
 		}
-		for _, k := range []attribute.Key{tracing.AttrGroup, tracing.AttrShard, tracing.AttrPosition} {
+		for _, k := range []attribute.Key{"nandi.group", "nandi.shard", "nandi.position"} {
 			if _, ok := got[string(k)]; ok {
 				t.Errorf("the span still has %s, which semconv's names replace: %v", k, got)
 			}

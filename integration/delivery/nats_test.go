@@ -57,7 +57,7 @@ func TestJetStreamExactlyOnceThroughCleanRebalances(t *testing.T) {
 }
 
 // Core NATS keeps nothing: what arrives while the worker holds nothing is
-// read, counted as Unowned and dropped; what arrives while it holds is
+// read, counted as Unheld and dropped; what arrives while it holds is
 // handled.
 func TestNATSCoreCountsWhatArrivesUnowned(t *testing.T) {
 	ns := natstest.Start(t)
