@@ -76,7 +76,7 @@ type shared struct {
 	workerID                   string                // Consumer.Worker, for DeadLetter's context
 
 	lastLag   atomic.Pointer[lagReading] // computed each interval (LastLag)
-	lagWanted atomic.Bool                // LastLag was called: compute the lag even with NoPresence
+	lagWanted atomic.Bool                // WantLag was called: compute the lag even with NoPresence
 
 	seenMu    sync.Mutex
 	seen      int64                // the newest checkpoint epoch seen

@@ -48,18 +48,24 @@ type lagReading struct {
 
 // LastLag returns the lag as the worker last computed it, on its own
 // schedule (once per lease interval, with its presence record; with
-// NoPresence, from the first call of LastLag on), and when: what package metrics serves at a scrape, so
-// that a scrape does no I/O. at is zero before the first computation (and
-// always for a lease without a Redis client, which has no presence
-// loop); err is why the last one failed.
+// NoPresence, once WantLag was called), and when: what package metrics
+// serves at a scrape, so that a scrape does no I/O. It changes nothing. at
+// is zero before the first computation (and always for a lease without a
+// Redis client, which has no presence loop); err is why the last one
+// failed.
 func (c *Consumer) LastLag() (l Lag, at time.Time, err error) {
-	c.lagWanted.Store(true)
 	r := c.lastLag.Load()
 	if r == nil {
 		return Lag{}, time.Time{}, nil
 	}
 	return r.lag, r.at, r.err
 }
+
+// WantLag makes the worker compute its lag each lease interval from now
+// on, also with NoPresence (which otherwise spares the source's
+// description and the ledger's read that it costs), for LastLag.
+// metrics.Register calls it.
+func (c *Consumer) WantLag() { c.lagWanted.Store(true) }
 
 // LagOf is the lag of positions held (nil: none) and of the group's low
 // watermark in st's current epoch (nil: none), against the ends of the

@@ -48,7 +48,7 @@ func (c *Consumer) presence(ctx context.Context) {
 		cancel()
 		// The lag costs a description of the source and a read of the
 		// ledger: done for the presence record, or once something has asked
-		// for it (LastLag: package metrics), not otherwise.
+		// for it (WantLag: package metrics), not otherwise.
 		var lag Lag
 		var err error
 		if !c.opts.NoPresence || c.lagWanted.Load() {

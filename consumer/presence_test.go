@@ -189,9 +189,9 @@ func (s *infoCounter) Info(ctx context.Context) (transport.Info, error) {
 }
 
 // With NoPresence the lag is computed only once something asks for it
-// (LastLag: package metrics at its registration): until then no interval
-// costs a description of the source; from then on each does, and the lag
-// is served.
+// (WantLag: package metrics at its registration): until then no interval
+// costs a description of the source, however often LastLag reads (it
+// changes nothing); from then on each does, and the lag is served.
 func TestLagIsComputedOnlyWhenWanted(t *testing.T) {
 	srv := redistest.Start(t)
 	const iv = 100 * time.Millisecond
@@ -214,6 +214,9 @@ func TestLagIsComputedOnlyWhenWanted(t *testing.T) {
 	// again).
 	for try := 0; ; try++ {
 		time.Sleep(3 * iv)
+		if _, at, _ := c.LastLag(); !at.IsZero() {
+			t.Fatal("a lag computed with NoPresence before WantLag")
+		}
 		before, terms := src.n.Load(), c.Stats().Terms
 		time.Sleep(10 * iv)
 		n := src.n.Load() - before
@@ -225,7 +228,7 @@ func TestLagIsComputedOnlyWhenWanted(t *testing.T) {
 		}
 		break
 	}
-	c.LastLag() // as metrics.Register does
+	c.WantLag() // as metrics.Register does
 	redistest.WaitFor(t, 10*time.Second, "the lag computed", func() bool {
 		_, at, err := c.LastLag()
 		return !at.IsZero() && err == nil

@@ -168,7 +168,7 @@ func newConsumerCollector(c *consumer.Consumer, o Options) *consumerCollector {
 	if d, ok := c.Source().(transport.Dropper); ok {
 		dropped = d.Dropped
 	}
-	c.LastLag() // says the lag is wanted: computed each interval from now on, even with NoPresence
+	c.WantLag() // computed each interval from now on, even with NoPresence
 	return consumerCollectorOf(c.Lease().Name(), c.Stats, c.LastLag, dropped, o)
 }
 
