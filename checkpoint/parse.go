@@ -36,9 +36,6 @@ func decode(s string) (transport.Position, error) {
 	return transport.Position{Hi: h, Lo: l}, nil
 }
 
-// encodedLen is the length of an encoded position.
-const encodedLen = 41
-
 // decodeMark reads a mark's field: "LOW HIGH TOKEN[ UNDONE...]". Undone
 // outside (Low, High) is dropped (such a task is not done), and a High
 // below Low is Low.

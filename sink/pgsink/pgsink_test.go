@@ -16,10 +16,7 @@ import (
 	"github.com/nandi-go/nandi/transport"
 )
 
-var (
-	pgOnce sync.Once
-	pgSrv  *pgtest.Server
-)
+var pgSrv *pgtest.Server
 
 // server starts one PostgreSQL for the package's tests that need not
 // restart it.
