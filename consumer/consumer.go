@@ -115,7 +115,9 @@ func New(lease *partition.Lease, src transport.Source, h Handler, opts Options) 
 func (c *Consumer) Worker() string { return c.worker }
 
 // Checkpoints returns the store of the consumer's checkpoints (nil when
-// there is none): package metrics reads the group's lag from it.
+// there is none): Options.Checkpoints, else the ledger beside the lease.
+// Give it to a sink that keeps a watermark (pgsink.Options.Checkpoints),
+// or read the group's marks from it in a tool.
 func (c *Consumer) Checkpoints() checkpoint.Store { return c.ledger }
 
 // Lease returns the lease the consumer runs.
