@@ -25,16 +25,16 @@ STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # of compiling without -race on a fresh machine).
 test: tidy
 	$(MAKE) -j2 --output-sync=target test-packages test-systems
+	$(GO) test -count=1 -timeout 15m ./integration/chaos/
 
 # The packages' own tests, with -race.
 test-packages:
 	$(GO) test -race -count=1 -timeout 15m $(NOT_INTEGRATION)
 
-# The simulation, the scenarios against real servers, the modules of their
-# own, and the fault suite. make test runs this beside test-packages (a
-# test here must pass on a busy machine anyway: make test-loaded), the
-# fault suite last, when test-packages is done: its failovers are timed
-# against bounds of a few seconds.
+# The simulation, the scenarios against real servers and the modules of
+# their own. make test runs this beside test-packages (a test here must
+# pass on a busy machine anyway: make test-loaded), and the fault suite
+# after both: its failovers are timed against bounds of a few seconds.
 test-systems:
 	$(GO) test -count=1 -timeout 15m -run TestSimulationAtScale ./partition/
 	$(GO) test -count=1 -p 1 -timeout 15m ./integration/ ./integration/delivery/
@@ -42,7 +42,6 @@ test-systems:
 	cd sink/pgsink && $(GO) vet ./... && $(GO) test -race -count=1 -skip '^TestSink' ./... && $(GO) test -count=1 -run '^TestSink' ./...
 	cd examples && $(GO) vet ./... && $(GO) test -race -count=1 ./...
 	cd examples/payments && $(GO) vet ./... && $(GO) test -count=1 ./...
-	$(GO) test -count=1 -timeout 15m ./integration/chaos/
 
 # make test 3 times in a row with every core kept busy by a shell loop, as
 # on a shared, noisy machine: a test that passes only on a quiet machine
