@@ -371,8 +371,9 @@ func (t *txn) convictLast() error {
 }
 
 // commit commits the applied tasks. Refused at COMMIT (a deferred
-// constraint, a trigger), the batch's tasks run again one per transaction,
-// so that only the one that caused it fails (solo: this is that run).
+// constraint, a trigger), a batch of several applied tasks runs them again
+// one per transaction, so that only the one that caused it fails (solo:
+// this is that run); a lone task is the culprit itself.
 func (t *txn) commit(solo bool) {
 	s := t.s
 	if t.tx == nil {
@@ -400,14 +401,19 @@ func (t *txn) commit(solo bool) {
 		return
 	}
 	var pe *pgconn.PgError
+	refused := errors.As(err, &pe) || errors.Is(err, pgx.ErrTxCommitRollback)
 	switch {
 	case conflict(err):
 		for _, r := range t.applied {
 			s.requeue(r, err)
 		}
-	case solo && (errors.As(err, &pe) || errors.Is(err, pgx.ErrTxCommitRollback)):
-		s.fail(t.applied[0], fmt.Errorf("pgsink: committing %s: %w", t.applied[0].m.Key, err))
-	case errors.As(err, &pe) || errors.Is(err, pgx.ErrTxCommitRollback):
+	case refused && (solo || len(t.applied) <= 1):
+		// the culprit is known: the one task applied (none when every task
+		// was refused or failed before)
+		for _, r := range t.applied {
+			s.fail(r, fmt.Errorf("pgsink: committing %s: %w", r.m.Key, err))
+		}
+	case refused:
 		s.stats.isolated.Add(1)
 		s.log.Warn("a batch was refused at COMMIT; its tasks run again one per transaction to find the one that caused it", "tasks", len(t.applied), "err", err)
 		for _, r := range t.applied {
