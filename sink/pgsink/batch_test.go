@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nandi-go/nandi/checkpoint"
 	"github.com/nandi-go/nandi/internal/redistest"
 	"github.com/nandi-go/nandi/sink/pgsink"
@@ -194,13 +195,27 @@ func TestOptionsThatBreakOnceAreRefused(t *testing.T) {
 // A claim held on its key's fence row (another term's transaction holds
 // it) while another worker's sink raises the watermark past its task and
 // forgets the task's record: the claim, whose statement began before the
-// raise and so cannot see it, must not find the record gone and apply the
-// task again. ForgetEvery at least BatchTimeout, counted from the raise's
-// commit, ends the claim first.
+// raise committed and so cannot see it, must not find the record gone and
+// apply the task again. Here the raise itself is slow (another
+// transaction holds the watermark's row) and the claim begins while it
+// waits: the forget must count ForgetEvery from the raise's commit, not
+// from when it began (before, the task applied twice), and ForgetEvery is
+// at least BatchTimeout, so the claim has ended by then.
 func TestClaimHeldPastAForgetAppliesNothing(t *testing.T) {
 	rs := redistest.Start(t)
-	p := pool(t, server(t).URL())
 	ctx := context.Background()
+	// Room for both sinks, the two held transactions and the watcher: a
+	// pool this test exhausted would time its steps, not the sinks.
+	cfg, err := pgxpool.ParseConfig(server(t).URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MaxConns = 16
+	p, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
 	accounts(t, p, "acc8", 1)
 	const group = "heldclaim"
 	ledger := checkpoint.NewRedis(rs.Client(), group)
@@ -208,7 +223,8 @@ func TestClaimHeldPastAForgetAppliesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts := pgsink.Options{Group: group, BatchTimeout: time.Second, ForgetEvery: time.Second}
+	const every = time.Second
+	opts := pgsink.Options{Group: group, BatchTimeout: every, ForgetEvery: every}
 	a, err := pgsink.New(ctx, p, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -223,43 +239,63 @@ func TestClaimHeldPastAForgetAppliesNothing(t *testing.T) {
 		return err
 	}
 	ha, hb := a.Handler(credit0), b.Handler(func(context.Context, pgx.Tx, *transport.Message) error { return nil })
+	pos := uint64(100)
+	other := func() { // a task of b's: its batch ends in a forget
+		pos++
+		if err := hb(term(0, 1, 10), msg("other", 0, pos)); err != nil {
+			t.Error(err)
+		}
+	}
+	waiting := func(what, table string) {
+		redistest.WaitFor(t, 10*time.Second, what, func() bool {
+			var n int
+			_ = p.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%"+table+"%'").Scan(&n)
+			return n == 1
+		})
+	}
 	task := msg("k", 0, 5)
 	if err := ha(term(0, 1, 10), task); err != nil {
 		t.Fatal(err)
 	}
-	// Another term's open transaction holds the key's fence row.
-	hold, err := p.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer hold.Rollback(ctx)
-	if _, err := hold.Exec(ctx, "SELECT 1 FROM nandi_fence WHERE grp = $1 AND key = 'k' FOR UPDATE", group); err != nil {
-		t.Fatal(err)
-	}
-	// The task offered again (a lost ledger restarts below it): its claim
-	// waits on the fence row.
-	again := make(chan error, 1)
-	go func() { again <- ha(term(0, 1, 10), task) }()
-	redistest.WaitFor(t, 10*time.Second, "the claim waiting on the fence row", func() bool {
-		var n int
-		_ = p.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%nandi_fence%'").Scan(&n)
-		return n == 1
-	})
-	// The group's low watermark passes the task; the other worker's sink
-	// raises it and, a ForgetEvery later, forgets the record below it.
+	other() // b's first forget raises the watermark to the ledger's 0
+	// The group's low watermark passes the task.
 	if err := ledger.Write(ctx, checkpoint.WriteRequest{Epoch: st.Current.N, Token: 1, Index: 0, Replicas: 1,
 		Marks: map[int]checkpoint.Mark{0: {Low: transport.Offset(10), High: transport.Offset(10)}}}); err != nil {
 		t.Fatal(err)
 	}
-	pos := uint64(100)
-	redistest.WaitFor(t, 20*time.Second, "the record forgotten", func() bool {
-		pos++
-		if err := hb(term(0, 1, 10), msg("other", 0, pos)); err != nil {
+	// Another term's open transaction holds the key's fence row, and
+	// another holds the watermark's row, so that b's next raise waits.
+	hold := func(query string) pgx.Tx {
+		tx, err := p.Begin(ctx)
+		if err != nil {
 			t.Fatal(err)
 		}
+		t.Cleanup(func() { _ = tx.Rollback(ctx) })
+		if _, err := tx.Exec(ctx, query, group); err != nil {
+			t.Fatal(err)
+		}
+		return tx
+	}
+	fence := hold("SELECT 1 FROM nandi_fence WHERE grp = $1 AND key = 'k' FOR UPDATE")
+	low := hold("SELECT 1 FROM nandi_low WHERE grp = $1 FOR UPDATE")
+	time.Sleep(every)
+	raised := make(chan struct{})
+	go func() { other(); close(raised) }() // its forget begins, and its raise waits
+	waiting("b's raise waiting on the watermark's row", "nandi_low")
+	time.Sleep(every / 2)
+	// The task offered again (a lost ledger restarts below it): its claim
+	// begins before the raise commits, and waits on the fence row.
+	again := make(chan error, 1)
+	go func() { again <- ha(term(0, 1, 10), task) }()
+	waiting("the claim waiting on the fence row", "nandi_fence")
+	_ = low.Rollback(ctx)
+	<-raised
+	// b forgets below the raised watermark, a ForgetEvery after the raise.
+	redistest.WaitFor(t, 20*time.Second, "the record forgotten", func() bool {
+		other()
 		return b.Stats().Forgotten > 0
 	})
-	_ = hold.Rollback(ctx)
+	_ = fence.Rollback(ctx)
 	err = <-again
 	t.Logf("the held claim: %v", err)
 	if err != nil { // its batch outlived BatchTimeout: the consumer retries it
