@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -74,18 +75,12 @@ func (s *Sink) do(r *request) error {
 // longer than BatchWindow (a slow effect, a commit) takes no more tasks.
 // Called with s.mu held.
 func (s *Sink) takeLead(now time.Time) *batch {
-	open := s.leaders[:0]
-	idle := false
-	for _, l := range s.leaders {
-		if !l.busy.IsZero() && now.Sub(l.busy) >= s.opts.BatchWindow {
-			l.closed = true
-			continue
-		}
-		idle = idle || l.busy.IsZero()
-		open = append(open, l)
-	}
-	clear(s.leaders[len(open):])
-	s.leaders = open
+	s.leaders = slices.DeleteFunc(s.leaders, func(l *batch) bool {
+		stuck := !l.busy.IsZero() && now.Sub(l.busy) >= s.opts.BatchWindow
+		l.closed = l.closed || stuck
+		return stuck
+	})
+	idle := slices.ContainsFunc(s.leaders, func(l *batch) bool { return l.busy.IsZero() })
 	if idle || len(s.leaders) >= s.parallel {
 		return nil
 	}
@@ -98,13 +93,7 @@ func (s *Sink) takeLead(now time.Time) *batch {
 // s.mu held.
 func (s *Sink) stopTaking(b *batch) {
 	b.closed = true
-	for i, l := range s.leaders {
-		if l == b {
-			s.leaders = append(s.leaders[:i], s.leaders[i+1:]...)
-			s.leaders = s.leaders[:len(s.leaders):len(s.leaders)]
-			return
-		}
-	}
+	s.leaders = slices.DeleteFunc(s.leaders, func(l *batch) bool { return l == b })
 }
 
 // lead runs b, and further batches while own is still queued; then, if

@@ -56,20 +56,20 @@ func BenchmarkSinkFigures(b *testing.B) {
 			}
 		}
 	})
-	idempotent := rate(func() {
-		for i := range benchN {
-			tx, err := p.Begin(ctx)
-			if err != nil {
-				b.Fatal(err)
-			}
+	// one task as a user would make it idempotent: a row per task, and the
+	// increment only if the row is new, in one transaction
+	idem := func(p *pgxpool.Pool, i int) error {
+		return pgx.BeginFunc(ctx, p, func(tx pgx.Tx) error {
 			tag, err := tx.Exec(ctx, "INSERT INTO idem VALUES ($1) ON CONFLICT DO NOTHING", i)
 			if err == nil && tag.RowsAffected() == 1 {
 				_, err = tx.Exec(ctx, "UPDATE accounts SET balance = balance + 1 WHERE id = $1", i%1000)
 			}
-			if err == nil {
-				err = tx.Commit(ctx)
-			}
-			if err != nil {
+			return err
+		})
+	}
+	idempotent := rate(func() {
+		for i := range benchN {
+			if err := idem(p, i); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -92,14 +92,7 @@ func BenchmarkSinkFigures(b *testing.B) {
 		for range 8 {
 			wg.Go(func() {
 				for i := int(next.Add(1)) - 1; i < benchN; i = int(next.Add(1)) - 1 {
-					err := pgx.BeginFunc(ctx, p8, func(tx pgx.Tx) error {
-						tag, err := tx.Exec(ctx, "INSERT INTO idem VALUES ($1) ON CONFLICT DO NOTHING", i)
-						if err == nil && tag.RowsAffected() == 1 {
-							_, err = tx.Exec(ctx, "UPDATE accounts SET balance = balance + 1 WHERE id = $1", i%1000)
-						}
-						return err
-					})
-					if err != nil {
+					if err := idem(p8, i); err != nil {
 						b.Error(err)
 						return
 					}

@@ -46,24 +46,25 @@ func TestLostLedgerRedoesNothing(t *testing.T) {
 	const n = 300
 	accounts(t, p, "acc3", n)
 	log := memory.NewLog(2)
-	// The tasks arrive over a second, in 10 bursts: the sink forgets as
-	// batches run (at most every ForgetEvery), so a log handled in one go
-	// on a quiet machine would leave nothing forgotten before the ledger
-	// is lost, and the test would not test what it says.
+	// The tasks arrive over 3 seconds, in 10 bursts: the sink forgets as
+	// batches run (at most every ForgetEvery, 250ms, which may be no less
+	// than BatchTimeout), so a log handled in one go on a quiet machine
+	// would leave nothing forgotten before the ledger is lost, and the
+	// test would not test what it says.
 	appended := make(chan struct{})
 	go func() {
 		defer close(appended)
 		for i := range n {
 			log.Append(strconv.Itoa(i), nil)
 			if (i+1)%(n/10) == 0 {
-				time.Sleep(100 * time.Millisecond)
+				time.Sleep(300 * time.Millisecond)
 			}
 		}
 	}()
 	defer func() { <-appended }()
 	const group = "lostledger"
 	ledger := checkpoint.NewRedis(rs.Client(), group)
-	s, err := pgsink.New(context.Background(), p, pgsink.Options{Group: group, Checkpoints: ledger, ForgetEvery: 100 * time.Millisecond, BatchTimeout: 100 * time.Millisecond})
+	s, err := pgsink.New(context.Background(), p, pgsink.Options{Group: group, Checkpoints: ledger, ForgetEvery: 250 * time.Millisecond, BatchTimeout: 250 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

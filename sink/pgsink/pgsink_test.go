@@ -134,12 +134,7 @@ func TestEffectErrorRollsBackOnlyItsTask(t *testing.T) {
 		}
 		return nil
 	})
-	var wg sync.WaitGroup
-	errs := make([]error, 40)
-	for i := range 40 { // concurrent handlers: their effects share transactions
-		wg.Go(func() { errs[i] = h(term(0, 1, 5), msg(fmt.Sprint(i), 0, uint64(i))) })
-	}
-	wg.Wait()
+	errs := concurrently(h, 40) // their effects share transactions
 	for i, err := range errs {
 		if (i == 7) != errors.Is(err, boom) {
 			t.Errorf("task %d: %v", i, err)
