@@ -242,7 +242,7 @@ func TestSpanPerTaskOnEveryTransport(t *testing.T) {
 		}
 		defer src.Close()
 		tr := &kafka.Transport{}
-		w := &kafka.Writer{Addr: kafka.TCP(kc.ListenAddrs()...), Topic: "traced", Balancer: &kafka.Hash{}, Transport: tr, BatchTimeout: time.Millisecond}
+		w := &kafka.Writer{Addr: kafka.TCP(kc.ListenAddrs()...), Topic: "traced", Balancer: &kafka.Hash{}, Transport: tr, BatchTimeout: time.Millisecond, RequiredAcks: kafka.RequireAll}
 		defer func() { _ = w.Close(); tr.CloseIdleConnections() }()
 		parent, spans := traced(t, src, ok, func(k string, p []byte, h map[string]string) {
 			m := kafka.Message{Key: []byte(k), Value: p}

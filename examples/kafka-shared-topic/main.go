@@ -69,7 +69,10 @@ func run(ctx context.Context, out io.Writer, brokers, redisURL string, workers, 
 
 	// Each key's messages go to one partition (hash of the key), in order.
 	tr := &kafka.Transport{}
-	w := &kafka.Writer{Addr: kafka.TCP(addrs...), Topic: topic, Balancer: &kafka.Hash{}, Transport: tr, BatchTimeout: time.Millisecond}
+	w := &kafka.Writer{Addr: kafka.TCP(addrs...), Topic: topic, Balancer: &kafka.Hash{}, Transport: tr, BatchTimeout: time.Millisecond,
+		// Wait for the broker: with kafka-go's default, RequireNone, a write
+		// returns before the broker has it and the next can overtake it.
+		RequiredAcks: kafka.RequireAll}
 	for s := range each {
 		// One call per round: kafka-go writes the batches of one call
 		// concurrently, which can reorder a partition.

@@ -95,7 +95,7 @@ func BenchmarkAlignedFigures(b *testing.B) {
 	defer kc.Close()
 	addrs := kc.ListenAddrs()
 	tr := &kafka.Transport{}
-	wr := &kafka.Writer{Addr: kafka.TCP(addrs...), Topic: "outbox", Balancer: kafkatopic.Balancer{}, Transport: tr, BatchTimeout: time.Millisecond}
+	wr := &kafka.Writer{Addr: kafka.TCP(addrs...), Topic: "outbox", Balancer: kafkatopic.Balancer{}, Transport: tr, BatchTimeout: time.Millisecond, RequiredAcks: kafka.RequireAll}
 	var batch []kafka.Message
 	for i := range kafkaN {
 		batch = append(batch, kafka.Message{Key: []byte(strconv.Itoa(i)), Value: []byte("x")})

@@ -81,7 +81,7 @@ func BenchmarkKafkaJoinFigures(b *testing.B) {
 	// registers: two readers consume; a third joins; full coverage is the
 	// third receiving messages after the rebalance.
 	tr := &kafka.Transport{}
-	w := &kafka.Writer{Addr: kafka.TCP(addrs...), Topic: "grouped", Balancer: &kafka.RoundRobin{}, Transport: tr, BatchTimeout: time.Millisecond}
+	w := &kafka.Writer{Addr: kafka.TCP(addrs...), Topic: "grouped", Balancer: &kafka.RoundRobin{}, Transport: tr, BatchTimeout: time.Millisecond, RequiredAcks: kafka.RequireAll}
 	defer func() { _ = w.Close(); tr.CloseIdleConnections() }()
 	pctx, stopProducing := context.WithCancel(context.Background())
 	var pwg sync.WaitGroup

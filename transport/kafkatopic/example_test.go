@@ -29,7 +29,7 @@ func Example() {
 	defer kc.Close()
 	brokers := kc.ListenAddrs()
 	tr := &kafka.Transport{}
-	w := &kafka.Writer{Addr: kafka.TCP(brokers...), Topic: "outbox", Balancer: &kafka.Hash{}, Transport: tr}
+	w := &kafka.Writer{Addr: kafka.TCP(brokers...), Topic: "outbox", Balancer: &kafka.Hash{}, Transport: tr, RequiredAcks: kafka.RequireAll}
 	for i := range 3 {
 		m := kafka.Message{Key: []byte("42"), Value: fmt.Appendf(nil, "mail %d to customer 42", i)}
 		if err := w.WriteMessages(context.Background(), m); err != nil {

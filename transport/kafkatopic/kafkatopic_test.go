@@ -102,7 +102,7 @@ func TestSASLConfiguredOnce(t *testing.T) {
 	addrs := kc.ListenAddrs()
 	mech := plain.Mechanism{Username: "nandi", Password: "s3cret"}
 	tr := &kafka.Transport{SASL: mech}
-	w := &kafka.Writer{Addr: kafka.TCP(addrs...), Topic: "secure", Balancer: &kafka.Hash{}, Transport: tr, BatchTimeout: time.Millisecond}
+	w := &kafka.Writer{Addr: kafka.TCP(addrs...), Topic: "secure", Balancer: &kafka.Hash{}, Transport: tr, BatchTimeout: time.Millisecond, RequiredAcks: kafka.RequireAll}
 	defer func() { _ = w.Close(); tr.CloseIdleConnections() }()
 	for i := range 10 {
 		if err := w.WriteMessages(context.Background(), kafka.Message{Key: []byte(strconv.Itoa(i)), Value: []byte("v")}); err != nil {
@@ -239,7 +239,7 @@ func TestPartitionsAddedAreRead(t *testing.T) {
 	if err != nil || len(md.Topics) != 1 || len(md.Topics[0].Partitions) != 2 {
 		t.Fatalf("after adding a partition: %+v, %v; want 2 partitions", md, err)
 	}
-	w := &kafka.Writer{Addr: kafka.TCP(addrs...), Topic: "growing", Transport: tr2, BatchTimeout: time.Millisecond,
+	w := &kafka.Writer{Addr: kafka.TCP(addrs...), Topic: "growing", Transport: tr2, BatchTimeout: time.Millisecond, RequiredAcks: kafka.RequireAll,
 		Balancer: kafka.BalancerFunc(func(_ kafka.Message, ps ...int) int { return ps[len(ps)-1] })}
 	defer func() { _ = w.Close() }()
 	for i := range 5 {

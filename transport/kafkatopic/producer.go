@@ -32,7 +32,12 @@ var _ transport.Publisher = (*Producer)(nil)
 // default, round robin, would scatter a key's tasks over partitions and
 // lose their order, so it is refused, as is any balancer known to ignore
 // the key; a key-hashing balancer (kafka.Hash, CRC32Balancer, Murmur2Balancer)
-// is kept, for a topic read without Options.Aligned. The caller closes w.
+// is kept, for a topic read without Options.Aligned. A Writer whose
+// RequiredAcks is kafka-go's default, RequireNone, gets RequireAll: with no
+// acknowledgement a synchronous write returns once its request is on a
+// socket, so the next write can reach the broker first on another of the
+// Transport's connections (a key's tasks out of order) and a lost request
+// is never reported. The caller closes w.
 func NewProducer(w *kafka.Writer, opts ProducerOptions) (*Producer, error) {
 	if w == nil {
 		return nil, transport.Invalid("kafkatopic: the Writer is nil")
@@ -45,6 +50,9 @@ func NewProducer(w *kafka.Writer, opts ProducerOptions) (*Producer, error) {
 		w.Balancer = Balancer{}
 	case *kafka.RoundRobin, *kafka.LeastBytes:
 		return nil, transport.Invalid("kafkatopic: the Writer's Balancer %T ignores the key: a key's tasks would land in several partitions and lose their order; use kafkatopic.Balancer{} (aligned) or a hash", w.Balancer)
+	}
+	if w.RequiredAcks == kafka.RequireNone {
+		w.RequiredAcks = kafka.RequireAll
 	}
 	return &Producer{w: w, inject: opts.Inject}, nil
 }

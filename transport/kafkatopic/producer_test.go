@@ -100,9 +100,15 @@ func TestProducerRefusesWhatLosesOrder(t *testing.T) {
 	if _, err := kafkatopic.NewProducer(&kafka.Writer{}, kafkatopic.ProducerOptions{}); err == nil {
 		t.Error("NewProducer with no Topic: no error")
 	}
-	p, err := kafkatopic.NewProducer(&kafka.Writer{Topic: "x", Addr: kafka.TCP("127.0.0.1:1")}, kafkatopic.ProducerOptions{})
+	w := &kafka.Writer{Topic: "x", Addr: kafka.TCP("127.0.0.1:1")}
+	p, err := kafkatopic.NewProducer(w, kafkatopic.ProducerOptions{})
 	if err != nil {
 		t.Fatal(err)
+	}
+	// kafka-go's default, RequireNone, returns before the broker has the
+	// write: the next one may overtake it on another connection.
+	if w.RequiredAcks != kafka.RequireAll {
+		t.Errorf("the Writer's RequiredAcks after NewProducer: %v; want RequireAll", w.RequiredAcks)
 	}
 	if err := p.PublishBatch(context.Background(), []transport.Message{{Key: "a"}, {Key: ""}}); !errors.Is(err, transport.ErrInvalidTask) {
 		t.Errorf("PublishBatch with an empty key: %v; want ErrInvalidTask", err)
