@@ -25,18 +25,18 @@ type firstTaken struct {
 // keepAges records, at the end of the term, when its unfinished tasks were
 // first taken.
 func (tr *term) keepAges() {
-	tr.mu.Lock()
 	m := &firstTaken{at: map[place]mono{}, top: make([]transport.Position, len(tr.shards)), any: make([]bool, len(tr.shards))}
-	for s, sh := range tr.shards {
-		if sh == nil {
-			continue // not read: the term owns nothing there
+	tr.r.view(func(*book) {
+		for s, sh := range tr.shards {
+			if sh == nil {
+				continue // not read: the term owns nothing there
+			}
+			for t := sh.head; t != nil; t = t.after {
+				m.at[place{s, t.pos}] = t.taken
+				m.top[s], m.any[s] = t.pos, true // the list ascends
+			}
 		}
-		for t := sh.head; t != nil; t = t.after {
-			m.at[place{s, t.pos}] = t.taken
-			m.top[s], m.any[s] = t.pos, true // the list ascends
-		}
-	}
-	tr.mu.Unlock()
+	})
 	tr.firsts.Store(m)
 }
 

@@ -11,25 +11,33 @@ import (
 	"github.com/nandi-go/nandi/transport"
 )
 
-// execute runs one attempt of t on worker w (a scheduler goroutine, or
-// intake with Concurrency 1) and tells the scheduler what the task needs
-// next.
+// execute runs one attempt of t on worker w (one of the runner's, or
+// intake with Concurrency 1) and returns what the book is told.
 func (tr *term) execute(w *worker, t *task) (verdict, time.Time) {
 	// No attempt starts once the term stops taking, nor close to its
 	// deadline before a renewal: a task queued under a term that has ended
 	// is left for the next holder (it is not done, so no checkpoint passes
 	// it).
-	if !tr.mayStart() {
-		return leave, time.Time{}
+	started, ok := tr.mayStartAt() // the common case: one clock read, also the handler's start
+	if !ok {
+		if !tr.mayStart() {
+			return leave, time.Time{}
+		}
+		started = time.Since(tr.base)
 	}
 	if t.m == nil { // held light behind its id's failing first task
 		if v, at, ok := tr.refill(t); !ok {
 			return v, at
 		}
+		started = time.Since(tr.base)
 	}
-	if t.err == nil && (t.f == nil || !t.f.dead) && !tr.admit() { // the group's rate
-		return leave, time.Time{}
+	if t.err == nil && (t.f == nil || !t.f.dead) && tr.limiter != nil { // the group's rate
+		if !tr.admit() {
+			return leave, time.Time{}
+		}
+		started = time.Since(tr.base)
 	}
+	w.started = started
 	out, attached := tr.attempt(w, t)
 	if !attached {
 		return detached, time.Time{}
@@ -179,9 +187,8 @@ func (tr *term) invoke(w *worker, t *task, what userCall) (err error, attached b
 	tr.running.Add(1)
 	switch what {
 	case callHandler:
-		start := time.Now()
 		err = tr.callHandler(w, t.m)
-		tr.handling.Observe(time.Since(start))
+		tr.handling.Observe(time.Since(tr.base) - w.started)
 	case callOnError:
 		tr.callOnError(t)
 	case callDeadLetter:

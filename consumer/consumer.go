@@ -138,18 +138,18 @@ func (c *Consumer) Positions() (a partition.Assignment, pos []transport.Position
 	if tr == nil || !tr.info.Log {
 		return a, nil, false
 	}
-	tr.mu.Lock()
-	defer tr.mu.Unlock()
 	if tr.shards == nil {
 		return a, nil, false
 	}
 	pos = make([]transport.Position, len(tr.shards))
-	for i, sh := range tr.shards {
-		pos[i] = everywhere
-		if sh != nil {
-			pos[i] = sh.watermark()
+	tr.r.view(func(*book) {
+		for i, sh := range tr.shards {
+			pos[i] = everywhere
+			if sh != nil {
+				pos[i] = sh.watermark()
+			}
 		}
-	}
+	})
 	return tr.a, pos, true
 }
 
@@ -169,8 +169,6 @@ func (c *Consumer) reading() (read []int, of int) {
 	if tr == nil {
 		return nil, 0
 	}
-	tr.mu.Lock()
-	defer tr.mu.Unlock()
 	for s, sh := range tr.shards {
 		if sh != nil {
 			read = append(read, s)

@@ -40,16 +40,18 @@ func (tr *term) drain(shutdown bool) {
 		err = tr.gate.Wait(gctx)
 		cancel()
 	}
-	tr.s.close()
+	tr.r.close()
 	intakeDetached := false
 	if err != nil {
-		late, intake := tr.s.detach(&tr.overdue)
+		late, n, intake := tr.r.detach(&tr.overdue)
 		intakeDetached = intake
-		if n := len(late) + btoi(intake); n > 0 {
+		if n > 0 {
 			tr.stats.overdueTotal.Add(int64(n))
 			var keys []string
 			for _, t := range late {
-				keys = append(keys, t.m.Key)
+				if t.m != nil {
+					keys = append(keys, t.m.Key)
+				}
 			}
 			tr.log.WarnContext(tr.ctx, "handlers overdue: still running after their term, their context ended; the next holder may run their tasks while they do",
 				"count", n, "keys", keys, "intake", intake)
@@ -57,28 +59,14 @@ func (tr *term) drain(shutdown bool) {
 	}
 	if !intakeDetached {
 		<-tr.intakeDone
-	} else {
-		// Intake is stuck in user code in the middle of a batch: reading
-		// advances over the messages behind it, not past the one it runs.
-		tr.mu.Lock()
-		if tr.behindIntake() {
-			tr.stats.abandoned.Add(1)
-		}
-		tr.curBatch = nil
-		tr.mu.Unlock()
 	}
-	tr.abandon(tr.s.join())
+	// What never finished (a detached worker's task among it) stays in the
+	// book's lists: the last marks say it is not done.
+	tr.abandon(tr.r.join())
 	if tr.info.Log {
 		_ = tr.writeMarks()
 		tr.keepAges()
 	}
 	tr.drains.Observe(time.Since(start))
 	tr.log.InfoContext(tr.ctx, "drained", "took", time.Since(start))
-}
-
-func btoi(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
 }

@@ -10,8 +10,8 @@ import (
 	"github.com/nandi-go/nandi/transport"
 )
 
-// offer is an owned message of a batch, as intake hands it to the
-// scheduler: its task id, the permanent failure intake found (Message.Err,
+// offer is an owned message of a batch, as the filter passes it on: its
+// task id, the permanent failure intake found (Message.Err,
 // an Options.ID error), and its index in the batch.
 type offer struct {
 	m   *transport.Message
@@ -21,20 +21,20 @@ type offer struct {
 }
 
 // intake reads and takes batches until the term stops taking: each batch
-// through the ownership filter (filter) and into the scheduler (submit),
-// which decides how its tasks run. It reads only while work may start
+// through the ownership filter (filter) and into the task book (submit),
+// whose runner runs them. It reads only while work may start
 // (not within DrainTimeout of a deadline the renewal has not moved yet).
 // Marks are written by the term's writer (marks.go), never waited for
 // here. It runs on its own goroutine, which the drain detaches if user
-// code it runs (Options.ID, or a task inline) outlives the term; it then
-// returns touching nothing.
+// code it runs (Options.ID, or a task at Concurrency 1) outlives the term;
+// it then returns touching nothing.
 func (tr *term) intake(r transport.Reader) {
 	defer close(tr.intakeDone)
 	next := tr.readNow(r)
 	if tr.info.Log {
 		next = tr.readAhead(r)
 	}
-	for tr.s.runDue() && tr.mayStart() {
+	for tr.r.runDue() && tr.mayStart() {
 		ms, ok := next()
 		if !ok {
 			return
@@ -43,7 +43,7 @@ func (tr *term) intake(r transport.Reader) {
 			continue // a retry came due first
 		}
 		offers, n, ok := tr.filter(ms)
-		if !ok || !tr.s.submit(ms[:n], offers) {
+		if !ok || !tr.submit(ms[:n], offers) {
 			return
 		}
 		if tr.misaligned.Load() && !tr.allShards && tr.info.Aligned && !tr.info.Log {
@@ -66,7 +66,7 @@ func (tr *term) intake(r transport.Reader) {
 func (tr *term) readNow(r transport.Reader) func() ([]*transport.Message, bool) {
 	return func() ([]*transport.Message, bool) {
 		until := time.Unix(0, tr.pauseAt.Load())
-		if d := tr.s.nextDue(); !d.IsZero() {
+		if d := tr.r.nextDue(); !d.IsZero() {
 			until = earliest(until, d)
 		}
 		fctx, cancel := context.WithDeadline(tr.taking, until)
@@ -103,7 +103,7 @@ func (tr *term) readAhead(r transport.Reader) func() ([]*transport.Message, bool
 	due.Stop()
 	return func() ([]*transport.Message, bool) {
 		var dueC <-chan time.Time
-		if d := tr.s.nextDue(); !d.IsZero() {
+		if d := tr.r.nextDue(); !d.IsZero() {
 			due.Reset(time.Until(d))
 			defer due.Stop()
 			dueC = due.C
@@ -148,7 +148,7 @@ func (tr *term) fetched(err error) bool {
 // returns ok false when intake was detached or the term is draining.
 func (tr *term) filter(ms []*transport.Message) (offers []offer, n int, ok bool) {
 	userID := tr.opts.ID != nil
-	if userID && !tr.s.enterIntake() {
+	if userID && !tr.enterIntake() {
 		return nil, 0, false
 	}
 	offers = tr.offers[:0]
@@ -164,8 +164,8 @@ func (tr *term) filter(ms []*transport.Message) (offers []offer, n int, ok bool)
 			continue
 		}
 		id, err := tr.taskID(m)
-		if userID && tr.s.w0.detached() {
-			return nil, 0, tr.s.detachedReturn()
+		if userID && tr.r.w0.detached() {
+			return nil, 0, tr.detachedReturn()
 		}
 		if cur != nil && err == nil {
 			if placed, _ := cur.Placed(m.Shard, m.Position, id); !placed {
@@ -185,7 +185,7 @@ func (tr *term) filter(ms []*transport.Message) (offers []offer, n int, ok bool)
 		}
 		offers = append(offers, offer{m: m, id: id, err: err, i: i})
 	}
-	if userID && !tr.s.leaveIntake() {
+	if userID && !tr.leaveIntake() {
 		return nil, 0, false
 	}
 	if tr.st != nil {
@@ -306,30 +306,51 @@ func (sh *shared) taskID(m *transport.Message) (uint64, error) {
 	return id, nil
 }
 
-// advance moves reading past the first n messages of ms (under mu): the
-// one place reading moves, called as messages come behind intake (the
-// scheduler's hand-off, the end of an inline batch) and for the part of an
-// inline batch behind intake (behindIntake).
-func (tr *term) advance(ms []*transport.Message, n int) {
-	if !tr.info.Log {
-		return
+// submit makes the offers of a batch (ms, read whole) tasks and gives them
+// to the runner. It returns false when the term stopped taking (the
+// tasks it could not take are handed back) or intake was detached.
+func (tr *term) submit(ms []*transport.Message, offers []offer) bool {
+	now := monoNow()
+	slab := make([]task, len(offers)) // one allocation for the batch's tasks
+	ts, at := tr.tasks[:0], tr.at[:0]
+	for i, o := range offers {
+		tr.initTask(&slab[i], o.m, o.id, o.err, now)
+		ts, at = append(ts, &slab[i]), append(at, o.i)
 	}
-	for _, m := range ms[:n] {
-		if m.Shard >= 0 && m.Shard < len(tr.shards) && tr.shards[m.Shard] != nil {
-			tr.shards[m.Shard].next = m.Position.Next()
-		}
-	}
+	ok, back := tr.r.submit(ms, ts, at)
+	tr.abandon(back)
+	clear(ts)
+	tr.tasks, tr.at = ts[:0], at[:0]
+	return ok
 }
 
-// behindIntake advances reading over the part of the batch intake runs
-// inline that is behind it (under mu), and reports whether intake is in
-// the middle of one and has not got through it.
-func (tr *term) behindIntake() (midBatch bool) {
-	ms := tr.curBatch
-	if ms == nil {
+// enterIntake enters the gate for intake's own calls into user code
+// (Options.ID), as an attempt of intake's worker.
+func (tr *term) enterIntake() bool {
+	tr.r.w0.begin(nil)
+	if !tr.gate.Enter() {
+		tr.r.w0.end()
 		return false
 	}
-	n := int(tr.batchDone.Load())
-	tr.advance(ms, n)
-	return n < len(ms)
+	tr.running.Add(1)
+	return true
+}
+
+// leaveIntake leaves the gate; false when intake was detached meanwhile.
+func (tr *term) leaveIntake() bool {
+	tr.running.Add(-1)
+	tr.gate.Leave()
+	if !tr.r.w0.end() {
+		tr.overdue.Add(-1)
+		return false
+	}
+	return true
+}
+
+// detachedReturn is how intake returns from Options.ID after it was
+// detached: it gives back its counts and touches nothing else.
+func (tr *term) detachedReturn() bool {
+	tr.running.Add(-1)
+	tr.overdue.Add(-1)
+	return false
 }

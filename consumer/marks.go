@@ -3,99 +3,11 @@ package consumer
 import (
 	"context"
 	"errors"
-	"slices"
 	"time"
 
 	"github.com/nandi-go/nandi/checkpoint"
 	"github.com/nandi-go/nandi/transport"
 )
-
-// shardTrack knows, for one shard of the index held, the tasks taken and
-// not finished, in position order, and where reading has got to. Its
-// watermark is the position below which every task of the index is done:
-// the first unfinished task, or the position after the last message read.
-// Its mark (what a checkpoint records) adds that everything between the
-// watermark and the position after the last message read is done but the
-// unfinished tasks: a task cut off at a handover, or stuck failing, costs
-// only itself. Finished tasks leave the list at once, so its size is the
-// number of unfinished tasks (at most MaxPending held whole, and
-// MaxWaiting light), however long the first of them keeps failing.
-type shardTrack struct {
-	next       transport.Position // after the last message read
-	head, tail *task              // unfinished, in position order
-	n          int
-	written    checkpoint.Mark // the mark last written
-}
-
-func (s *shardTrack) add(t *task) {
-	t.before, t.after = s.tail, nil
-	if s.tail != nil {
-		s.tail.after = t
-	} else {
-		s.head = t
-	}
-	s.tail = t
-	s.n++
-}
-
-func (s *shardTrack) remove(t *task) {
-	if t.before != nil {
-		t.before.after = t.after
-	} else {
-		s.head = t.after
-	}
-	if t.after != nil {
-		t.after.before = t.before
-	} else {
-		s.tail = t.before
-	}
-	t.before, t.after = nil, nil
-	s.n--
-}
-
-func (s *shardTrack) watermark() transport.Position {
-	if s.head != nil {
-		return s.head.pos
-	}
-	return s.next
-}
-
-// mark is what a checkpoint records of the shard: the watermark, and above
-// it every unfinished task (Options.MaxPending bounds them), so that a
-// handover does again only what was not finished.
-func (s *shardTrack) mark() checkpoint.Mark {
-	if s.head == nil {
-		return checkpoint.Mark{Low: s.next, High: s.next}
-	}
-	m := checkpoint.Mark{Low: s.head.pos, High: s.next}
-	if s.n > 1 {
-		m.Undone = make([]transport.Position, 0, s.n-1)
-	}
-	for t := s.head.after; t != nil; t = t.after {
-		m.Undone = append(m.Undone, t.pos)
-	}
-	return m
-}
-
-func sameMark(a, b checkpoint.Mark) bool {
-	return a.Low == b.Low && a.High == b.High && slices.Equal(a.Undone, b.Undone)
-}
-
-// finish takes a finished task out of its shard's unfinished list; the
-// CheckpointEvery'th since the last write asks the writer for one.
-func (tr *term) finish(t *task) {
-	tr.mu.Lock()
-	tr.shards[t.shard].remove(t)
-	tr.since++
-	full := tr.since >= tr.opts.CheckpointEvery
-	tr.mu.Unlock()
-	if full {
-		select {
-		case tr.flush <- struct{}{}:
-		default:
-		}
-	}
-}
 
 // minWriteGap is the least time between two count-triggered checkpoint
 // writes: at most 100 a second per worker.
@@ -140,23 +52,16 @@ func (tr *term) writer() {
 func (tr *term) writeMarks() error {
 	tr.writeMu.Lock()
 	defer tr.writeMu.Unlock()
-	tr.mu.Lock()
-	tr.behindIntake() // what is behind intake in a batch counts now, not only when the batch ends
-	marks := map[int]checkpoint.Mark{}
-	for s, sh := range tr.shards {
-		if sh == nil {
-			continue // not read: the index has no mark there
-		}
-		m := sh.mark()
-		if tr.st != nil && tr.st.Current != nil {
-			m = m.KeepBeyond(tr.st.Current.Mark(s, tr.a.Index))
-		}
-		if !sameMark(m, sh.written) {
-			marks[s] = m
-		}
+	var cur *checkpoint.Epoch
+	if tr.st != nil {
+		cur = tr.st.Current
 	}
-	tr.since = 0
-	tr.mu.Unlock()
+	marks := tr.r.marks(func(s int, m checkpoint.Mark) checkpoint.Mark {
+		if cur != nil {
+			m = m.KeepBeyond(cur.Mark(s, tr.a.Index))
+		}
+		return m
+	})
 	if len(marks) == 0 {
 		return nil
 	}
@@ -175,12 +80,11 @@ func (tr *term) writeMarks() error {
 		tr.log.InfoContext(tr.ctx, "checkpoint writes recovered", "failures", n, "after", lasted)
 	}
 	tr.stats.checkpoints.Add(1)
-	tr.mu.Lock()
-	for s, m := range marks {
-		tr.shards[s].written = m
-	}
-	past := tr.pastCuts()
-	tr.mu.Unlock()
+	var past bool
+	tr.r.view(func(b *book) {
+		b.wrote(marks)
+		past = tr.pastCuts()
+	})
 	if err != nil {
 		return err // ErrLate: written, and the epoch has moved on
 	}
@@ -194,7 +98,7 @@ func (tr *term) writeMarks() error {
 	return nil
 }
 
-// pastCuts reports (under mu) whether the term reads shards only for what
+// pastCuts reports (under the runner's lock) whether the term reads shards only for what
 // lies below their cut (the log grew: checkpoint.Epoch.Transitional) and
 // its marks have passed every one of those cuts: opened again, it reads
 // only the shards its index can own tasks in.

@@ -114,9 +114,8 @@ func (tr *term) openOnce() (transport.Reader, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening the source: %w", err)
 	}
-	tr.mu.Lock()
-	tr.info, tr.st, tr.shards = info, st, shards
-	tr.mu.Unlock()
+	tr.info, tr.st = info, st
+	tr.setShards(shards)
 	return r, nil
 }
 
@@ -141,9 +140,7 @@ func (tr *term) subscribe() (transport.Reader, error) {
 		rd, err := tr.src.(transport.ShardOpener).OpenShards(tr.taking, nil, read)
 		if err == nil {
 			r.ok(tr.taking, tr.log, "opened")
-			tr.mu.Lock()
-			tr.shards = shards
-			tr.mu.Unlock()
+			tr.setShards(shards)
 			return rd, nil
 		}
 		tr.unserved.Store(true)
@@ -194,10 +191,7 @@ func (tr *term) watchShards() {
 			return
 		}
 		info, err := tr.src.Info(tr.taking)
-		tr.mu.Lock()
-		n := len(tr.shards)
-		tr.mu.Unlock()
-		if err == nil && info.Shards > n {
+		if err == nil && info.Shards > len(tr.shards) {
 			tr.grew.Store(int64(info.Shards))
 			tr.stop()
 			return

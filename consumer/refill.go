@@ -20,7 +20,8 @@ const refillBatch = 64
 // permanent failure of its task (DeadLetter, or skipped and counted),
 // never a silent loss.
 func (tr *term) refill(t *task) (v verdict, at time.Time, ok bool) {
-	ts := tr.s.lightRun(t, refillBatch)
+	var ts []*task
+	tr.r.view(func(b *book) { ts = b.lightRun(t, refillBatch) })
 	pos := make([]transport.Position, len(ts))
 	for i, u := range ts {
 		pos[i] = u.pos
@@ -51,6 +52,6 @@ func (tr *term) refill(t *task) (v verdict, at time.Time, ok bool) {
 		}
 	}
 	tr.stats.reread.Add(int64(len(ms)))
-	tr.s.refilled(ts, ms)
+	tr.r.view(func(b *book) { b.refilled(ts, ms) })
 	return 0, time.Time{}, true
 }

@@ -143,19 +143,18 @@ func (c *Consumer) serveOnce(runCtx, loop context.Context, t *partition.Term, in
 	case persistent == nil: // aligned: the term's own subscriptions
 		r, err = tr.subscribe()
 	default:
-		tr.mu.Lock()
-		tr.shards = make([]*shardTrack, max(info.Shards, 1)) // for the age of the oldest task
-		for s := range tr.shards {
-			tr.shards[s] = &shardTrack{}
+		shards := make([]*shardTrack, max(info.Shards, 1)) // for the age of the oldest task
+		for s := range shards {
+			shards[s] = &shardTrack{}
 		}
-		tr.mu.Unlock()
+		tr.setShards(shards)
 	}
 	if err != nil {
 		if errors.Is(err, checkpoint.ErrStale) {
 			tr.log.InfoContext(tr.ctx, "a newer mapping owns the checkpoints; the term is ending", "err", err)
 		}
-		tr.s.close()
-		tr.s.join()
+		tr.r.close()
+		tr.r.join()
 		return ""
 	}
 	if r != nil {

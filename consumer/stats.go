@@ -110,9 +110,10 @@ func (c *Consumer) Stats() Stats {
 	}
 	if tr := c.cur.Load(); tr != nil {
 		mnow := monoNow()
-		tr.mu.Lock()
 		if tr.shards != nil {
 			out.Oldest = make([]time.Duration, len(tr.shards))
+		}
+		tr.r.view(func(b *book) {
 			for i, sh := range tr.shards {
 				if sh == nil {
 					continue
@@ -122,9 +123,8 @@ func (c *Consumer) Stats() Stats {
 					out.Oldest[i] = sh.head.taken.since(mnow)
 				}
 			}
-		}
-		tr.mu.Unlock()
-		out.Waiting = tr.s.waitingN.Load()
+			out.Waiting = int64(b.waiting)
+		})
 		out.Pending = max(out.Pending-out.Waiting, 0)
 	}
 	return out

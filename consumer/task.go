@@ -13,21 +13,17 @@ import (
 // A task waiting behind an id whose first task is failing may be held
 // light: m is nil, and only its place (shard, pos) and id are kept; the
 // message is read again from the log (transport.Rereader) when its turn
-// comes (see sched.lighten and term.refill).
+// comes (see book.lighten and term.refill).
 type task struct {
 	m     *transport.Message // nil while light
 	id    uint64
-	err   error // a permanent failure known at intake (Message.Err, an ID error)
-	tr    *term
+	err   error              // a permanent failure known at intake (Message.Err, an ID error)
 	taken mono               // when this worker first took it
 	shard int                // m.Shard, kept while light
 	pos   transport.Position // m.Position, kept while light
 	f     *failure           // nil until its first failure
-	// settled: finished and accounted for, not handed back at the term's
-	// end.
-	settled bool
 
-	before, after *task // its shard's unfinished list, under tr.mu
+	before, after *task // its shard's unfinished list (the book's)
 }
 
 // failure is a task's failure policy state, from its first failure on,
@@ -60,14 +56,8 @@ var monoBase = time.Now()
 func monoNow() mono                         { return mono(time.Since(monoBase)) }
 func (m mono) since(now mono) time.Duration { return time.Duration(now - m) }
 
-func (tr *term) newTask(m *transport.Message, id uint64, err error, now mono) *task {
-	t := new(task)
-	tr.initTask(t, m, id, err, now)
-	return t
-}
-
 func (tr *term) initTask(t *task, m *transport.Message, id uint64, err error, now mono) {
-	*t = task{m: m, id: id, err: err, tr: tr, taken: tr.firstTakenAt(m.Shard, m.Position, now), shard: m.Shard, pos: m.Position}
+	*t = task{m: m, id: id, err: err, taken: tr.firstTakenAt(m.Shard, m.Position, now), shard: m.Shard, pos: m.Position}
 }
 
 // outcome is how an attempt ended.
@@ -81,8 +71,9 @@ const (
 	outLeave
 )
 
-// settle does the bookkeeping of an attempt that ended while its worker
-// was not detached, and returns what the scheduler does next.
+// settle does the accounting of an attempt that ended while its worker
+// was not detached (counts, the acknowledgement), and returns what the
+// book is told (runner.runFrom).
 func (tr *term) settle(t *task, out outcome) verdict {
 	switch out {
 	case outRetry:
@@ -102,8 +93,6 @@ func (tr *term) settle(t *task, out outcome) verdict {
 	if t.m.Ack != nil {
 		t.m.Ack()
 	}
-	tr.finish(t)
-	t.settled = true
 	return finished
 }
 
@@ -112,9 +101,6 @@ func (tr *term) settle(t *task, out outcome) verdict {
 // checkpoint (which never passed them); other sources have given them up.
 func (tr *term) abandon(ts []*task) {
 	for _, t := range ts {
-		if t.settled {
-			continue // finished by a worker detached before it could say so
-		}
 		tr.stats.abandoned.Add(1)
 		tr.notFailing(t)
 		if t.m != nil && t.m.Ack != nil {

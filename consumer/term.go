@@ -16,9 +16,9 @@ import (
 
 // term is the engine of one term of the lease: from the moment the lease
 // issues it to the end of its drain, it opens the log (open.go), takes
-// messages (intake.go) into its scheduler (sched.go, inline.go), runs
-// their attempts (attempt.go), keeps and writes its marks (marks.go) and
-// drains (drain.go). It sees what outlives it only through shared.
+// messages (intake.go) into its task book (book.go), whose tasks its
+// runner (runner.go) runs (attempt.go), writes the book's marks (marks.go)
+// and drains (drain.go). It sees what outlives it only through shared.
 // Everything a term starts is joined or detached by the end of serve.
 type term struct {
 	*shared
@@ -44,27 +44,30 @@ type term struct {
 	pauseAfter atomic.Int64 // ns since base
 
 	gate drain.Gate // the attempts running: the drain waits for them
-	s    *sched
+	r    *runner    // the task book and the workers that run its tasks
 	// limiter is this worker's share of Options.GroupRate under this
 	// term's mapping (nil: no limit).
 	limiter *rate.Limiter
 
 	// intakeDone is closed when intake returns. Intake runs on its own
-	// goroutine (with Concurrency 1 it runs tasks too; see inline.go).
+	// goroutine (with Concurrency 1 it runs tasks too; see runner.go).
 	intakeDone chan struct{}
-	fetch      retry        // intake's fetches (the goroutine that fetches owns it)
-	reread     retry        // reading waiting tasks again (under rereadMu)
-	rereadMu   sync.Mutex   // guards reread
-	offers     []offer      // intake's scratch: the owned messages of a batch
-	batchDone  atomic.Int64 // how much of the batch intake runs inline is behind it
+	fetch      retry      // intake's fetches (the goroutine that fetches owns it)
+	reread     retry      // reading waiting tasks again (under rereadMu)
+	rereadMu   sync.Mutex // guards reread
+	offers     []offer    // intake's scratch: the owned messages of a batch
+	tasks      []*task    // intake's scratch: their tasks
+	at         []int      // intake's scratch: their indexes in the batch
 
-	mu     sync.Mutex
+	// st, info and shards are set when the term opens, before intake
+	// starts, and not changed after. shards[s] is nil where the term reads
+	// nothing; what a shardTrack holds belongs to the book (under the
+	// runner's lock).
 	st     *checkpoint.State // logs only
-	shards []*shardTrack     // nil until the log is open
-	since  int               // tasks finished since the last checkpoint write
-	flush  chan struct{}     // capacity 1: CheckpointEvery tasks finished
-	moved  atomic.Bool       // a checkpoint write met a new epoch: open again
-	grew   atomic.Int64      // the log has this many shards now: open again
+	shards []*shardTrack
+	flush  chan struct{} // capacity 1: CheckpointEvery tasks finished
+	moved  atomic.Bool   // a checkpoint write met a new epoch: open again
+	grew   atomic.Int64  // the log has this many shards now: open again
 	// allShards: an aligned source that is not a log, subscribed to every
 	// shard (the group is misaligned); set before serving.
 	allShards bool
@@ -73,10 +76,6 @@ type term struct {
 	// below their cuts are done with): nil when it need not.
 	again   atomic.Pointer[string]
 	writeMu sync.Mutex // one checkpoint write at a time
-	// curBatch is the batch intake runs inline (under mu): if intake is
-	// detached in the middle, the drain advances reading over what is
-	// behind it (batchDone), not past the message it runs.
-	curBatch []*transport.Message
 
 	done chan struct{} // closed when serve is done: the watcher returns
 	wg   sync.WaitGroup
@@ -96,12 +95,21 @@ func newTerm(sh *shared, runCtx, loop context.Context, t *partition.Term, info t
 	tr.ctx, tr.cancel = context.WithCancel(withAssignment(ContextWithOrigin(context.WithoutCancel(runCtx), Origin{Group: sh.group, Source: info}), a))
 	tr.taking, tr.stopTaking = context.WithCancel(loop)
 	_, reread := sh.src.(transport.Rereader)
-	tr.s = newSched(tr, sh.opts.Concurrency, sh.opts.MaxPending, reread && info.Log, sh.opts.MaxWaiting)
+	b := newBook(sh.opts.MaxPending, sh.opts.MaxWaiting, reread && info.Log)
+	newW := func() *worker { return newWorker(tr.ctx) }
+	tr.r = newRunner(b, newW(), sh.opts.Concurrency, newW, tr.execute, sh.opts.CheckpointEvery, tr.flush)
 	tr.limiter = groupShare(sh.opts.GroupRate, sh.opts.GroupBurst, a.Replicas)
 	tr.base = time.Now()
 	tr.setPause()
 	tr.wg.Go(func() { tr.watch(loop) })
 	return tr
+}
+
+// setShards sets the shards the term reads (nil: not read), before intake
+// starts.
+func (tr *term) setShards(shards []*shardTrack) {
+	tr.shards = shards
+	tr.r.view(func(b *book) { b.open(shards, tr.info.Log) })
 }
 
 // pauseLead is how much earlier than DrainTimeout before the deadline
@@ -122,7 +130,7 @@ func (tr *term) setPause() {
 func (tr *term) stop() {
 	tr.over.Store(true)
 	tr.stopTaking()
-	tr.s.halt()
+	tr.r.halt()
 }
 
 // watch follows the lease for the term: each renewal moves the pause; the

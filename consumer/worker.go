@@ -3,15 +3,16 @@ package consumer
 import (
 	"context"
 	"sync/atomic"
+	"time"
 )
 
-// worker is one goroutine that runs user code for a term: a scheduler
-// worker, or intake itself. While it runs user code it can be detached:
+// worker is one goroutine that runs user code for a term: one of the
+// runner's, or intake itself. While it runs user code it can be detached:
 // the term stops waiting for it, and when the user code returns the
 // goroutine ends without touching anything.
 type worker struct {
 	state atomic.Int32
-	task  atomic.Pointer[task] // the task of the attempt in progress (nil inline)
+	task  atomic.Pointer[task] // the task of the attempt in progress (nil in Options.ID)
 
 	// ctx is the context of the worker's handler calls: the term's, and
 	// the worker, for SetTaskContext; made once per term.
@@ -19,6 +20,10 @@ type worker struct {
 	// taskCtx is what the current handler call gave SetTaskContext, if
 	// anything (reset at each call).
 	taskCtx atomic.Pointer[context.Context]
+	// started is when the current attempt may start (time since the
+	// term's base, read by term.execute): the handler's start, for its
+	// duration.
+	started time.Duration
 }
 
 func newWorker(termCtx context.Context) *worker {
@@ -50,7 +55,7 @@ func (w *worker) begin(t *task) {
 }
 
 // end marks the end of an attempt; false means the worker was detached
-// meanwhile and must return without touching the task or the scheduler.
+// meanwhile and must return without touching the task or the book.
 func (w *worker) end() bool {
 	return w.state.CompareAndSwap(workerAttempt, workerIdle)
 }
