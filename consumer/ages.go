@@ -37,7 +37,7 @@ func (tr *term) keepAges() {
 			}
 		}
 	})
-	tr.firsts.Store(m)
+	tr.sh.firsts.Store(m)
 }
 
 // firstTakenAt is when the task at shard s, position p was first taken by

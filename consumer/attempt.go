@@ -85,18 +85,18 @@ func (tr *term) failed(w *worker, t *task, err error) (out outcome, attached boo
 	if t.err == nil { // the handler ran: report with what it said
 		f.ctx = w.reported(tr.ctx)
 	}
-	tr.stats.failed.Add(1)
+	tr.sh.stats.failed.Add(1)
 	tr.noteFailure(t, err)
-	if tr.opts.OnError != nil || tr.opts.OnErrorContext != nil {
+	if tr.sh.opts.OnError != nil || tr.sh.opts.OnErrorContext != nil {
 		if _, attached = tr.invoke(w, t, callOnError); !attached {
 			return 0, false
 		}
 	}
-	if !IsPermanent(err) && (tr.opts.MaxAttempts == 0 || f.attempts < tr.opts.MaxAttempts) {
-		f.backoff = tr.retryDelay(f.attempts, err)
+	if !IsPermanent(err) && (tr.sh.opts.MaxAttempts == 0 || f.attempts < tr.sh.opts.MaxAttempts) {
+		f.backoff = tr.sh.retryDelay(f.attempts, err)
 		return outRetry, true
 	}
-	if tr.opts.DeadLetter == nil { // only a permanent failure gets here
+	if tr.sh.opts.DeadLetter == nil { // only a permanent failure gets here
 		tr.log.WarnContext(f.ctx, "task skipped: it cannot succeed and there is no DeadLetter",
 			"key", t.m.Key, "shard", t.shard, "position", t.pos.String(), "err", err)
 		return outSkipped, true
@@ -115,14 +115,14 @@ func (tr *term) deadLetter(w *worker, t *task) (out outcome, attached bool) {
 		return outLeave, true
 	}
 	if err != nil {
-		if tr.deadLettering.fail() {
+		if tr.sh.deadLettering.fail() {
 			tr.log.WarnContext(t.f.ctx, "dead letters failing; retrying", "key", t.m.Key, "err", err)
 		}
 		t.f.dlTries++
-		t.f.backoff = backoff.Delay(t.f.dlTries, tr.opts.RetryMin, tr.opts.RetryMax)
+		t.f.backoff = backoff.Delay(t.f.dlTries, tr.sh.opts.RetryMin, tr.sh.opts.RetryMax)
 		return outRetry, true
 	}
-	if n, lasted, ok := tr.deadLettering.end(); ok {
+	if n, lasted, ok := tr.sh.deadLettering.end(); ok {
 		tr.log.InfoContext(t.f.ctx, "dead letters recovered", "failures", n, "after", lasted)
 	}
 	tr.log.InfoContext(t.f.ctx, "task dead-lettered", "key", t.m.Key, "shard", t.shard, "position", t.pos.String(),
@@ -171,7 +171,7 @@ func (tr *term) invoke(w *worker, t *task, what userCall) (err error, attached b
 	w.begin(t)
 	if !tr.gate.Enter() {
 		if !w.end() {
-			tr.overdue.Add(-1)
+			tr.sh.overdue.Add(-1)
 			return nil, false
 		}
 		return errGateClosed, true
@@ -179,25 +179,25 @@ func (tr *term) invoke(w *worker, t *task, what userCall) (err error, attached b
 	if isDone(tr.t.Done()) { // the term ended since mayStart: start nothing more
 		tr.gate.Leave()
 		if !w.end() {
-			tr.overdue.Add(-1)
+			tr.sh.overdue.Add(-1)
 			return nil, false
 		}
 		return errGateClosed, true
 	}
-	tr.running.Add(1)
+	tr.sh.running.Add(1)
 	switch what {
 	case callHandler:
-		err = tr.callHandler(w, t.m)
-		tr.handling.Observe(time.Since(tr.base) - w.started)
+		err = tr.sh.callHandler(w, t.m)
+		tr.sh.handling.Observe(time.Since(tr.base) - w.started)
 	case callOnError:
 		tr.callOnError(t)
 	case callDeadLetter:
-		err = tr.callDeadLetter(withFailure(tr.ctx, Failure{Attempts: t.f.attempts, Worker: tr.workerID}), t.m, t.f.lastErr)
+		err = tr.sh.callDeadLetter(withFailure(tr.ctx, Failure{Attempts: t.f.attempts, Worker: tr.sh.workerID}), t.m, t.f.lastErr)
 	}
-	tr.running.Add(-1)
+	tr.sh.running.Add(-1)
 	tr.gate.Leave()
 	if !w.end() {
-		tr.overdue.Add(-1)
+		tr.sh.overdue.Add(-1)
 		tr.log.WarnContext(tr.ctx, "overdue handler returned", "key", t.m.Key, "err", err)
 		return nil, false
 	}
@@ -225,12 +225,12 @@ func (tr *term) callOnError(t *task) {
 			tr.log.WarnContext(t.f.ctx, "OnError panicked", "key", t.m.Key, "err", err, "stack", string(err.(*PanicError).Stack))
 		}
 	}()
-	defer tr.recoverInto(&err, "OnError")
-	if tr.opts.OnErrorContext != nil {
-		tr.opts.OnErrorContext(t.f.ctx, t.m, t.f.attempts, t.f.lastErr)
+	defer tr.sh.recoverInto(&err, "OnError")
+	if tr.sh.opts.OnErrorContext != nil {
+		tr.sh.opts.OnErrorContext(t.f.ctx, t.m, t.f.attempts, t.f.lastErr)
 	}
-	if tr.opts.OnError != nil {
-		tr.opts.OnError(t.m, t.f.attempts, t.f.lastErr)
+	if tr.sh.opts.OnError != nil {
+		tr.sh.opts.OnError(t.m, t.f.attempts, t.f.lastErr)
 	}
 }
 
@@ -256,13 +256,13 @@ func (sh *shared) recoverInto(err *error, what string) {
 // stack, for a panic); later failures, of this task or others, are not
 // logged again until no task is failing. OnError sees every one.
 func (tr *term) noteFailure(t *task, err error) {
-	tr.lastErr.Store(&lastError{msg: t.m.Key + ": " + err.Error(), at: time.Now()})
+	tr.sh.lastErr.Store(&lastError{msg: t.m.Key + ": " + err.Error(), at: time.Now()})
 	f := t.failures()
 	if f.failing {
 		return
 	}
 	f.failing = true
-	if tr.failingTasks.Add(1) != 1 {
+	if tr.sh.failingTasks.Add(1) != 1 {
 		return
 	}
 	attrs := []any{"key", t.m.Key, "shard", t.shard, "position", t.pos.String(), "attempt", f.attempts, "err", err}
@@ -281,7 +281,7 @@ func (tr *term) notFailing(t *task) {
 		return
 	}
 	t.f.failing = false
-	if tr.failingTasks.Add(-1) == 0 {
+	if tr.sh.failingTasks.Add(-1) == 0 {
 		tr.log.InfoContext(t.f.ctx, "no task failing")
 	}
 }

@@ -26,9 +26,9 @@ func (tr *term) drain(shutdown bool) {
 	}
 	waitCtx, grace := tr.ctx, overdueGrace
 	if shutdown {
-		grace = min(overdueGrace, tr.opts.ShutdownTimeout/10)
+		grace = min(overdueGrace, tr.sh.opts.ShutdownTimeout/10)
 		var cancel context.CancelFunc
-		waitCtx, cancel = context.WithTimeout(tr.ctx, tr.opts.ShutdownTimeout-grace)
+		waitCtx, cancel = context.WithTimeout(tr.ctx, tr.sh.opts.ShutdownTimeout-grace)
 		defer cancel()
 	}
 	err := tr.gate.Shutdown(waitCtx)
@@ -43,10 +43,10 @@ func (tr *term) drain(shutdown bool) {
 	tr.r.close()
 	intakeDetached := false
 	if err != nil {
-		late, n, intake := tr.r.detach(&tr.overdue)
+		late, n, intake := tr.r.detach(&tr.sh.overdue)
 		intakeDetached = intake
 		if n > 0 {
-			tr.stats.overdueTotal.Add(int64(n))
+			tr.sh.stats.overdueTotal.Add(int64(n))
 			var keys []string
 			for _, t := range late {
 				if t.m != nil {
@@ -67,6 +67,6 @@ func (tr *term) drain(shutdown bool) {
 		_ = tr.writeMarks()
 		tr.keepAges()
 	}
-	tr.drains.Observe(time.Since(start))
+	tr.sh.drains.Observe(time.Since(start))
 	tr.log.InfoContext(tr.ctx, "drained", "took", time.Since(start))
 }

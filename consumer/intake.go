@@ -46,7 +46,7 @@ func (tr *term) intake(r transport.Reader) {
 		if !ok || !tr.submit(ms[:n], offers) {
 			return
 		}
-		if tr.misaligned.Load() && !tr.allShards && tr.info.Aligned && !tr.info.Log {
+		if tr.sh.misaligned.Load() && !tr.allShards && tr.info.Aligned && !tr.info.Log {
 			why := "a misplaced message: subscribing to every subject"
 			tr.again.CompareAndSwap(nil, &why)
 			return
@@ -147,7 +147,7 @@ func (tr *term) fetched(err error) bool {
 // n is how many messages it took, the rest are not the term's to read. It
 // returns ok false when intake was detached or the term is draining.
 func (tr *term) filter(ms []*transport.Message) (offers []offer, n int, ok bool) {
-	userID := tr.opts.ID != nil
+	userID := tr.sh.opts.ID != nil
 	if userID && !tr.enterIntake() {
 		return nil, 0, false
 	}
@@ -163,7 +163,7 @@ func (tr *term) filter(ms []*transport.Message) (offers []offer, n int, ok bool)
 			tr.noteBadShard(m)
 			continue
 		}
-		id, err := tr.taskID(m)
+		id, err := tr.sh.taskID(m)
 		if userID && tr.r.w0.detached() {
 			return nil, 0, tr.detachedReturn()
 		}
@@ -205,10 +205,10 @@ func (tr *term) filter(ms []*transport.Message) (offers []offer, n int, ok bool)
 		}
 		offers = kept
 	}
-	tr.stats.notOwned.Add(notOwned)
-	tr.stats.doneBefore.Add(doneBefore)
-	tr.stats.read.Add(int64(n))
-	tr.stats.owned.Add(int64(len(offers)) + doneBefore)
+	tr.sh.stats.notOwned.Add(notOwned)
+	tr.sh.stats.doneBefore.Add(doneBefore)
+	tr.sh.stats.read.Add(int64(n))
+	tr.sh.stats.owned.Add(int64(len(offers)) + doneBefore)
 	tr.offers = offers
 	return offers, n, true
 }
@@ -253,12 +253,12 @@ func (tr *term) prepare(offers []offer) bool {
 // open, which meets the message again.
 func (tr *term) misplaced(m *transport.Message) {
 	defer tr.stop()
-	id, _ := tr.taskID(m)
+	id, _ := tr.sh.taskID(m)
 	cur := tr.st.Current
-	ctx, cancel := context.WithTimeout(tr.taking, tr.interval)
+	ctx, cancel := context.WithTimeout(tr.taking, tr.sh.interval)
 	defer cancel()
 	ends := tr.info.Ends
-	if info, err := tr.src.Info(ctx); err == nil {
+	if info, err := tr.sh.src.Info(ctx); err == nil {
 		if info.Aligned && info.Shards > cur.Aligned && id%uint64(info.Shards) == uint64(m.Shard) {
 			tr.grew.Store(int64(info.Shards))
 			return
@@ -266,14 +266,14 @@ func (tr *term) misplaced(m *transport.Message) {
 		ends = info.Ends
 	}
 	_, late := cur.Placed(m.Shard, m.Position, id)
-	tr.stats.misplaced.Add(1)
+	tr.sh.stats.misplaced.Add(1)
 	why := "a task in a shard its id does not belong to: the log is not aligned as its source declares; the group now reads every shard (checkpoint epoch misaligned), so that nothing is skipped"
 	if late {
 		why = "a task in the shard its id had before the log grew: a producer still places by the old shard count; the group reads the old shards again up to their end now, so that nothing is skipped (switch every producer to the new count)"
 	}
 	tr.log.ErrorContext(tr.ctx, why, "destination", tr.info.Destination(m.Shard), "shard", m.Shard, "key", m.Key, "position", m.Position,
 		"belongs_to_shard", id%uint64(cur.Aligned), "shards", cur.Aligned)
-	err := tr.ledger.Realign(ctx, checkpoint.RealignRequest{Epoch: cur.N, Replicas: tr.a.Replicas, Token: tr.a.Token,
+	err := tr.sh.ledger.Realign(ctx, checkpoint.RealignRequest{Epoch: cur.N, Replicas: tr.a.Replicas, Token: tr.a.Token,
 		Shard: m.Shard, Position: m.Position, Key: m.Key, Late: late, Destination: tr.info.Destination(m.Shard), Ends: ends})
 	if err != nil && !errors.Is(err, checkpoint.ErrMoved) {
 		tr.log.WarnContext(tr.ctx, "recording the misplaced task in the checkpoints failed; the next open meets it again", "err", err)
@@ -283,8 +283,8 @@ func (tr *term) misplaced(m *transport.Message) {
 }
 
 func (tr *term) noteBadShard(m *transport.Message) {
-	tr.stats.badShard.Add(1)
-	if tr.badShard.fail() {
+	tr.sh.stats.badShard.Add(1)
+	if tr.sh.badShard.fail() {
 		tr.log.WarnContext(tr.ctx, "message from a shard the source did not describe, or was not asked to read; not taken (a transport bug)", "shard", m.Shard, "shards", len(tr.shards))
 	}
 }
@@ -332,16 +332,16 @@ func (tr *term) enterIntake() bool {
 		tr.r.w0.end()
 		return false
 	}
-	tr.running.Add(1)
+	tr.sh.running.Add(1)
 	return true
 }
 
 // leaveIntake leaves the gate; false when intake was detached meanwhile.
 func (tr *term) leaveIntake() bool {
-	tr.running.Add(-1)
+	tr.sh.running.Add(-1)
 	tr.gate.Leave()
 	if !tr.r.w0.end() {
-		tr.overdue.Add(-1)
+		tr.sh.overdue.Add(-1)
 		return false
 	}
 	return true
@@ -350,7 +350,7 @@ func (tr *term) leaveIntake() bool {
 // detachedReturn is how intake returns from Options.ID after it was
 // detached: it gives back its counts and touches nothing else.
 func (tr *term) detachedReturn() bool {
-	tr.running.Add(-1)
-	tr.overdue.Add(-1)
+	tr.sh.running.Add(-1)
+	tr.sh.overdue.Add(-1)
 	return false
 }

@@ -19,7 +19,7 @@ const minWriteGap = 10 * time.Millisecond
 // (another holder found the log rewound) stops the term's taking, so that
 // serve drains and opens again.
 func (tr *term) writer() {
-	tick := time.NewTicker(tr.opts.CheckpointInterval)
+	tick := time.NewTicker(tr.sh.opts.CheckpointInterval)
 	defer tick.Stop()
 	var last time.Time
 	for {
@@ -65,21 +65,21 @@ func (tr *term) writeMarks() error {
 	if len(marks) == 0 {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), tr.interval)
+	ctx, cancel := context.WithTimeout(context.Background(), tr.sh.interval)
 	defer cancel()
 	w := checkpoint.WriteRequest{Epoch: tr.st.Current.N, Token: tr.a.Token, Index: tr.a.Index, Replicas: tr.a.Replicas, Marks: marks}
-	err := tr.ledger.Write(ctx, w)
+	err := tr.sh.ledger.Write(ctx, w)
 	if err != nil && !errors.Is(err, checkpoint.ErrLate) {
-		tr.stats.checkpointFailures.Add(1)
-		if tr.writing.fail() {
+		tr.sh.stats.checkpointFailures.Add(1)
+		if tr.sh.writing.fail() {
 			tr.log.WarnContext(tr.ctx, "checkpoint writes failing", "err", err)
 		}
 		return err
 	}
-	if n, lasted, ok := tr.writing.end(); ok {
+	if n, lasted, ok := tr.sh.writing.end(); ok {
 		tr.log.InfoContext(tr.ctx, "checkpoint writes recovered", "failures", n, "after", lasted)
 	}
-	tr.stats.checkpoints.Add(1)
+	tr.sh.stats.checkpoints.Add(1)
 	var past bool
 	tr.r.view(func(b *book) {
 		b.wrote(marks)
@@ -124,13 +124,13 @@ func (tr *term) pastCuts() bool {
 // its own mark, and a new epoch starts at their lowest. Index 0's holder
 // does it, at most once an interval.
 func (tr *term) trim(ctx context.Context) {
-	tm, ok := tr.src.(transport.Trimmer)
+	tm, ok := tr.sh.src.(transport.Trimmer)
 	now := time.Now().UnixNano()
-	last := tr.lastTrim.Load()
-	if !ok || tr.a.Index != 0 || now-last < int64(tr.interval) || !tr.lastTrim.CompareAndSwap(last, now) {
+	last := tr.sh.lastTrim.Load()
+	if !ok || tr.a.Index != 0 || now-last < int64(tr.sh.interval) || !tr.sh.lastTrim.CompareAndSwap(last, now) {
 		return
 	}
-	st, err := tr.ledger.ReadLow(ctx)
+	st, err := tr.sh.ledger.ReadLow(ctx)
 	if err != nil || st.Current == nil || st.Current.N != tr.st.Current.N || st.Current.R != tr.a.Replicas {
 		return
 	}

@@ -76,21 +76,21 @@ func (tr *term) placedLossy(m *transport.Message, id uint64) bool {
 	if n <= 1 || id%n == uint64(m.Shard) {
 		return true
 	}
-	tr.stats.misplaced.Add(1)
-	if !tr.misaligned.CompareAndSwap(false, true) {
+	tr.sh.stats.misplaced.Add(1)
+	if !tr.sh.misaligned.CompareAndSwap(false, true) {
 		return false
 	}
 	mis := Misalignment{Since: time.Now().UTC().Truncate(time.Millisecond), Destination: tr.info.Destination(m.Shard), Shard: m.Shard, Key: m.Key, BelongsTo: int(id % n)}
 	tr.log.ErrorContext(tr.ctx, "a message in a subject its id does not belong to: the source is not aligned as it declares; the group now subscribes to every subject, so that each message reaches its owner (fix the producers, then nandi's consumer.ClearMisaligned)",
 		"destination", mis.Destination, "shard", m.Shard, "key", m.Key, "belongs_to_shard", mis.BelongsTo, "shards", n)
-	if c := tr.client; c != nil {
+	if c := tr.sh.client; c != nil {
 		b, _ := json.Marshal(mis)
-		ctx, cancel := context.WithTimeout(tr.taking, tr.interval/4)
+		ctx, cancel := context.WithTimeout(tr.taking, tr.sh.interval/4)
 		defer cancel()
-		if err := c.SetNX(ctx, MisalignedKey(tr.group), b, 0).Err(); err != nil {
+		if err := c.SetNX(ctx, MisalignedKey(tr.sh.group), b, 0).Err(); err != nil {
 			tr.log.WarnContext(tr.ctx, "recording the misalignment for the group failed; this worker subscribes to every subject, the next misplaced message tries again", "err", err)
-			tr.misaligned.Store(false)
-			tr.misalignedHere.Store(true)
+			tr.sh.misaligned.Store(false)
+			tr.sh.misalignedHere.Store(true)
 		}
 	}
 	return false

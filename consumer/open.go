@@ -20,10 +20,10 @@ var errTermOver = errors.New("consumer: the term ended")
 // marks might skip work): the worker keeps its lease, keeps trying (an
 // operator may repair or delete the hash), and says so at Error.
 func (tr *term) open() (transport.Reader, error) {
-	defer tr.unserved.Store(false)
-	r := retry{spell: &tr.opening, count: &tr.stats.openFailures}
-	corrupt := retry{spell: &tr.opening, count: &tr.stats.corruptLedger, level: slog.LevelError}
-	shrunk := retry{spell: &tr.opening, count: &tr.stats.openFailures, level: slog.LevelError}
+	defer tr.sh.unserved.Store(false)
+	r := retry{spell: &tr.sh.opening, count: &tr.sh.stats.openFailures}
+	corrupt := retry{spell: &tr.sh.opening, count: &tr.sh.stats.corruptLedger, level: slog.LevelError}
+	shrunk := retry{spell: &tr.sh.opening, count: &tr.sh.stats.openFailures, level: slog.LevelError}
 	for {
 		rd, err := tr.openOnce()
 		if err == nil {
@@ -33,11 +33,11 @@ func (tr *term) open() (transport.Reader, error) {
 		if errors.Is(err, checkpoint.ErrStale) {
 			return nil, err
 		}
-		tr.unserved.Store(true)
+		tr.sh.unserved.Store(true)
 		var wait time.Duration
 		switch {
 		case errors.Is(err, checkpoint.ErrCorrupt):
-			tr.stats.openFailures.Add(1)
+			tr.sh.stats.openFailures.Add(1)
 			wait = corrupt.failed(tr.taking, tr.log, "cannot serve the index held: the checkpoint ledger is corrupt; serving nothing of it, retrying while the term lasts", err)
 		case errors.Is(err, checkpoint.ErrShrunk):
 			wait = shrunk.failed(tr.taking, tr.log, "cannot serve the index held: this worker sees fewer shards than the group's checkpoints; serving nothing, retrying while the term lasts", err)
@@ -56,7 +56,7 @@ func (tr *term) open() (transport.Reader, error) {
 // opened again to start it over from its beginning, so that nothing of
 // the new log is skipped.
 func (tr *term) openOnce() (transport.Reader, error) {
-	info, err := tr.src.Info(tr.taking)
+	info, err := tr.sh.src.Info(tr.taking)
 	if err != nil {
 		return nil, fmt.Errorf("describing the source: %w", err)
 	}
@@ -65,14 +65,14 @@ func (tr *term) openOnce() (transport.Reader, error) {
 	}
 	info.Shards = max(info.Shards, 1)
 	origin := make([]transport.Position, info.Shards)
-	if tr.opts.StartAtEnd {
+	if tr.sh.opts.StartAtEnd {
 		copy(origin, info.Ends)
 	}
-	opener, subset := tr.src.(transport.ShardOpener)
+	opener, subset := tr.sh.src.(transport.ShardOpener)
 	req := checkpoint.OpenRequest{Replicas: tr.a.Replicas, Index: tr.a.Index, Token: tr.a.Token, Origin: origin,
 		Aligned: info.Aligned && subset, Ends: info.Ends}
-	req.Seen, req.SeenStart = tr.seenEpoch()
-	st, err := tr.ledger.Open(tr.taking, req)
+	req.Seen, req.SeenStart = tr.sh.seenEpoch()
+	st, err := tr.sh.ledger.Open(tr.taking, req)
 	if err != nil {
 		return nil, err
 	}
@@ -84,10 +84,10 @@ func (tr *term) openOnce() (transport.Reader, error) {
 		}
 	}
 	if len(req.Rewound) > 0 {
-		tr.stats.rewinds.Add(int64(len(req.Rewound)))
+		tr.sh.stats.rewinds.Add(int64(len(req.Rewound)))
 		tr.log.WarnContext(tr.ctx, "the log went back below the checkpoints (deleted and created again?): reading those shards again from their start; nothing of the new log is skipped",
 			"shards", req.Rewound, "ends", info.Ends, "checkpoints", from)
-		if st, err = tr.ledger.Open(tr.taking, req); err != nil {
+		if st, err = tr.sh.ledger.Open(tr.taking, req); err != nil {
 			return nil, err
 		}
 		from = st.From(tr.a.Index)
@@ -109,7 +109,7 @@ func (tr *term) openOnce() (transport.Reader, error) {
 	if req.Aligned {
 		r, err = opener.OpenShards(tr.taking, from, read)
 	} else {
-		r, err = tr.src.Open(tr.taking, from)
+		r, err = tr.sh.src.Open(tr.taking, from)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("opening the source: %w", err)
@@ -123,10 +123,10 @@ func (tr *term) openOnce() (transport.Reader, error) {
 // subject per shard) for the term: the shards its lease can own ids in
 // only, retrying while the term lasts.
 func (tr *term) subscribe() (transport.Reader, error) {
-	defer tr.unserved.Store(false)
-	r := retry{spell: &tr.opening, count: &tr.stats.openFailures}
+	defer tr.sh.unserved.Store(false)
+	r := retry{spell: &tr.sh.opening, count: &tr.sh.stats.openFailures}
 	read := tr.a.ShardsOf(tr.info.Shards)
-	if tr.misaligned.Load() {
+	if tr.sh.misaligned.Load() {
 		read, tr.allShards = make([]int, tr.info.Shards), true
 		for s := range read {
 			read[s] = s
@@ -137,13 +137,13 @@ func (tr *term) subscribe() (transport.Reader, error) {
 		shards[s] = &shardTrack{}
 	}
 	for {
-		rd, err := tr.src.(transport.ShardOpener).OpenShards(tr.taking, nil, read)
+		rd, err := tr.sh.src.(transport.ShardOpener).OpenShards(tr.taking, nil, read)
 		if err == nil {
 			r.ok(tr.taking, tr.log, "opened")
 			tr.setShards(shards)
 			return rd, nil
 		}
-		tr.unserved.Store(true)
+		tr.sh.unserved.Store(true)
 		if !r.wait(tr.taking, tr.log, "cannot serve the index held: subscribing failed; retrying while the term lasts", err) {
 			return nil, errTermOver
 		}
@@ -163,14 +163,14 @@ func (sh *shared) seenEpoch() (int64, []transport.Position) {
 // origin, and reports a ledger that was lost or behind.
 func (tr *term) noteLedger(req checkpoint.OpenRequest, st *checkpoint.State) {
 	if st.Lost || st.Behind {
-		tr.stats.ledgerLosses.Add(1)
+		tr.sh.stats.ledgerLosses.Add(1)
 		tr.log.WarnContext(tr.ctx, "checkpoint ledger lost or behind: its store lost writes (eviction, flush, failover); work since may be done again, none is skipped",
 			"seen_epoch", req.Seen, "epoch", st.Current.N, "lost", st.Lost, "behind", st.Behind)
 	}
-	tr.seenMu.Lock()
-	defer tr.seenMu.Unlock()
-	if st.Current.N >= tr.seen {
-		tr.seen, tr.seenStart = st.Current.N, slices.Clone(st.Current.Start)
+	tr.sh.seenMu.Lock()
+	defer tr.sh.seenMu.Unlock()
+	if st.Current.N >= tr.sh.seen {
+		tr.sh.seen, tr.sh.seenStart = st.Current.N, slices.Clone(st.Current.Start)
 	}
 }
 
@@ -180,7 +180,7 @@ func (tr *term) noteLedger(req checkpoint.OpenRequest, st *checkpoint.State) {
 // opens it again under the same term. A failure to describe is left to
 // the next look (the reader open meanwhile reports its own errors).
 func (tr *term) watchShards() {
-	tick := time.NewTicker(tr.opts.DescribeInterval)
+	tick := time.NewTicker(tr.sh.opts.DescribeInterval)
 	defer tick.Stop()
 	for {
 		select {
@@ -190,7 +190,7 @@ func (tr *term) watchShards() {
 		case <-tr.done:
 			return
 		}
-		info, err := tr.src.Info(tr.taking)
+		info, err := tr.sh.src.Info(tr.taking)
 		if err == nil && info.Shards > len(tr.shards) {
 			tr.grew.Store(int64(info.Shards))
 			tr.stop()

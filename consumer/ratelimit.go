@@ -23,6 +23,6 @@ func (tr *term) admit() bool {
 	if tr.limiter == nil || tr.limiter.Allow() {
 		return true
 	}
-	tr.stats.rateWaits.Add(1)
+	tr.sh.stats.rateWaits.Add(1)
 	return tr.limiter.Wait(tr.taking) == nil && tr.mayStart()
 }

@@ -26,8 +26,8 @@ func (tr *term) refill(t *task) (v verdict, at time.Time, ok bool) {
 	for i, u := range ts {
 		pos[i] = u.pos
 	}
-	ctx, cancel := context.WithTimeout(tr.taking, tr.interval)
-	ms, err := tr.src.(transport.Rereader).Reread(ctx, t.shard, pos)
+	ctx, cancel := context.WithTimeout(tr.taking, tr.sh.interval)
+	ms, err := tr.sh.src.(transport.Rereader).Reread(ctx, t.shard, pos)
 	cancel()
 	if err == nil && len(ms) != len(pos) {
 		err = fmt.Errorf("consumer: Reread of %d positions returned %d messages (a transport bug)", len(pos), len(ms))
@@ -51,7 +51,7 @@ func (tr *term) refill(t *task) (v verdict, at time.Time, ok bool) {
 			ts[i].err = Permanent(m.Err)
 		}
 	}
-	tr.stats.reread.Add(int64(len(ms)))
+	tr.sh.stats.reread.Add(int64(len(ms)))
 	tr.r.view(func(b *book) { b.refilled(ts, ms) })
 	return 0, time.Time{}, true
 }

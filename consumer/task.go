@@ -57,7 +57,7 @@ func monoNow() mono                         { return mono(time.Since(monoBase)) 
 func (m mono) since(now mono) time.Duration { return time.Duration(now - m) }
 
 func (tr *term) initTask(t *task, m *transport.Message, id uint64, err error, now mono) {
-	*t = task{m: m, id: id, err: err, taken: tr.firstTakenAt(m.Shard, m.Position, now), shard: m.Shard, pos: m.Position}
+	*t = task{m: m, id: id, err: err, taken: tr.sh.firstTakenAt(m.Shard, m.Position, now), shard: m.Shard, pos: m.Position}
 }
 
 // outcome is how an attempt ended.
@@ -83,11 +83,11 @@ func (tr *term) settle(t *task, out outcome) verdict {
 	}
 	switch out {
 	case outHandled:
-		tr.stats.handled.Add(1)
+		tr.sh.stats.handled.Add(1)
 	case outDeadLettered:
-		tr.stats.deadLetters.Add(1)
+		tr.sh.stats.deadLetters.Add(1)
 	case outSkipped:
-		tr.stats.skipped.Add(1)
+		tr.sh.stats.skipped.Add(1)
 	}
 	tr.notFailing(t)
 	if t.m.Ack != nil {
@@ -101,7 +101,7 @@ func (tr *term) settle(t *task, out outcome) verdict {
 // checkpoint (which never passed them); other sources have given them up.
 func (tr *term) abandon(ts []*task) {
 	for _, t := range ts {
-		tr.stats.abandoned.Add(1)
+		tr.sh.stats.abandoned.Add(1)
 		tr.notFailing(t)
 		if t.m != nil && t.m.Ack != nil {
 			t.m.Ack()

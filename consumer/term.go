@@ -21,7 +21,7 @@ import (
 // and drains (drain.go). It sees what outlives it only through shared.
 // Everything a term starts is joined or detached by the end of serve.
 type term struct {
-	*shared
+	sh   *shared // the consumer's: configuration, user code, counters
 	t    *partition.Term
 	a    partition.Assignment
 	info transport.Info
@@ -84,7 +84,7 @@ type term struct {
 func newTerm(sh *shared, runCtx, loop context.Context, t *partition.Term, info transport.Info) *term {
 	a := t.Assignment()
 	tr := &term{
-		shared: sh, t: t, a: a, info: info,
+		sh: sh, t: t, a: a, info: info,
 		log:        sh.log.With("index", a.Index, "replicas", a.Replicas, "token", a.Token),
 		flush:      make(chan struct{}, 1),
 		done:       make(chan struct{}),
@@ -120,7 +120,7 @@ const pauseLead = time.Millisecond
 
 // setPause moves the pause to the term's deadline now.
 func (tr *term) setPause() {
-	at := tr.t.Deadline().Add(-tr.opts.DrainTimeout - pauseLead)
+	at := tr.t.Deadline().Add(-tr.sh.opts.DrainTimeout - pauseLead)
 	tr.pauseAt.Store(at.UnixNano())
 	tr.pauseAfter.Store(int64(at.Sub(tr.base)))
 }
@@ -176,7 +176,7 @@ func (tr *term) watch(loop context.Context) {
 // monotonic clock. It returns the clock reading it made (time since
 // base), which the caller may use as the task's start.
 func (tr *term) mayStartAt() (time.Duration, bool) {
-	if tr.over.Load() || tr.pause.on.Load() || isDone(tr.t.Done()) {
+	if tr.over.Load() || tr.sh.pause.on.Load() || isDone(tr.t.Done()) {
 		return 0, false
 	}
 	now := time.Since(tr.base)
@@ -191,13 +191,13 @@ func (tr *term) mayStart() bool {
 	if _, ok := tr.mayStartAt(); ok {
 		return true
 	}
-	if tr.pause.on.Load() { // the group is paused: wait for the resume, holding the lease
-		if !tr.pause.wait(tr.taking) {
+	if tr.sh.pause.on.Load() { // the group is paused: wait for the resume, holding the lease
+		if !tr.sh.pause.wait(tr.taking) {
 			return false
 		}
 		return tr.mayStart()
 	}
-	return !tr.over.Load() && tr.t.Room(tr.taking, tr.opts.DrainTimeout+pauseLead) && !tr.over.Load()
+	return !tr.over.Load() && tr.t.Room(tr.taking, tr.sh.opts.DrainTimeout+pauseLead) && !tr.over.Load()
 }
 
 // close ends what the term started (its watcher) and its handlers'
