@@ -3,40 +3,63 @@ package drain
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 )
 
 // Gate admits tasks until stopped and tells when the admitted ones are
 // done. The zero Gate is open and ready to use; it must not be copied after
 // first use. All methods are safe for concurrent use.
+//
+// Enter and Leave are one atomic operation each while nobody waits (no
+// lock: they run once per task); a Wait registers itself in the same word,
+// so the Leave that empties the gate knows to wake it.
 type Gate struct {
-	mu       sync.Mutex
-	stopped  bool
-	inFlight int
-	idle     chan struct{} // made by a Wait while work is in flight, closed when it drops to zero
+	state atomic.Int64  // stoppedBit, waitingBit, and the number in flight
+	mu    sync.Mutex    // guards idle
+	idle  chan struct{} // made by a Wait while work is in flight, closed when it drops to zero
 }
+
+const (
+	stoppedBit = 1 << 62        // Enter fails
+	waitingBit = 1 << 61        // a Wait may be blocked: the Leave that empties the gate wakes it
+	countMask  = waitingBit - 1 // tasks in flight
+)
 
 // Enter admits one task, unless the gate is stopped. A task admitted must
 // call Leave exactly once when it is done.
 func (g *Gate) Enter() bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.stopped {
-		return false
+	for {
+		s := g.state.Load()
+		if s&stoppedBit != 0 {
+			return false
+		}
+		if g.state.CompareAndSwap(s, s+1) {
+			return true
+		}
 	}
-	g.inFlight++
-	return true
 }
 
 // Leave marks one admitted task done.
 func (g *Gate) Leave() {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.inFlight == 0 {
+	s := g.state.Add(-1)
+	if s&countMask == countMask {
+		g.state.Add(1)
 		panic("drain: Leave without Enter")
 	}
-	g.inFlight--
-	if g.inFlight == 0 && g.idle != nil {
-		close(g.idle) // wakes every Wait
+	if s&countMask == 0 && s&waitingBit != 0 {
+		g.wake()
+	}
+}
+
+// wake closes the channel the waiters block on (they look again: tasks
+// admitted after this Leave, only possible while the gate is open, are
+// waited for too).
+func (g *Gate) wake() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.state.And(^int64(waitingBit))
+	if g.idle != nil {
+		close(g.idle)
 		g.idle = nil
 	}
 }
@@ -44,31 +67,22 @@ func (g *Gate) Leave() {
 // Stop stops taking: every Enter from now on fails until Resume. It
 // returns the number of tasks in flight at the moment the gate closed.
 func (g *Gate) Stop() int {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.stopped = true
-	return g.inFlight
+	return int(g.state.Or(stoppedBit) & countMask)
 }
 
 // Resume opens the gate again.
 func (g *Gate) Resume() {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.stopped = false
+	g.state.And(^int64(stoppedBit))
 }
 
 // Stopped reports whether the gate is stopped.
 func (g *Gate) Stopped() bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.stopped
+	return g.state.Load()&stoppedBit != 0
 }
 
 // InFlight returns the number of admitted tasks that have not left.
 func (g *Gate) InFlight() int {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.inFlight
+	return int(g.state.Load() & countMask)
 }
 
 // Wait blocks until no task is in flight, or ctx ends; then it returns
@@ -80,7 +94,9 @@ func (g *Gate) InFlight() int {
 // when a Wait finds work in flight.
 func (g *Gate) Wait(ctx context.Context) error {
 	g.mu.Lock()
-	if g.inFlight == 0 {
+	// Registered before the count is read: a Leave that empties the gate
+	// after this sees the bit and wakes us (under mu, so after idle is set).
+	if g.state.Or(waitingBit)&countMask == 0 {
 		g.mu.Unlock()
 		return nil
 	}

@@ -137,11 +137,83 @@ func TestHandoverPastItsDeadlineNeitherAppliesNorResumes(t *testing.T) {
 	}
 }
 
-// Enter and Leave allocate nothing: the consumer calls them for every batch
-// of attempts.
+// Enter and Leave allocate nothing: the consumer calls them for every
+// attempt.
 func TestEnterLeaveAllocateNothing(t *testing.T) {
 	var g Gate
 	if n := testing.AllocsPerRun(1000, func() { g.Enter(); g.Leave() }); n != 0 {
 		t.Errorf("Enter+Leave allocate %v times; want 0", n)
 	}
+}
+
+// Wait returns once the last task has left, never before and never
+// missing the Leave that empties the gate, however Leaves and Waits
+// interleave (Enter and Leave take no lock: a Wait registers in the same
+// word that Leave changes).
+func TestWaitSeesTheLastLeave(t *testing.T) {
+	for round := range 2000 {
+		var g Gate
+		const n = 4
+		for range n {
+			g.Enter()
+		}
+		var left atomic.Int64
+		var wg sync.WaitGroup
+		for range n {
+			wg.Go(func() {
+				if round%2 == 0 {
+					time.Sleep(time.Duration(round%7) * time.Microsecond)
+				}
+				left.Add(1)
+				g.Leave()
+			})
+		}
+		waiters := make(chan int64, 2)
+		for range 2 {
+			go func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				if err := g.Wait(ctx); err != nil {
+					waiters <- -1 // a lost wakeup
+					return
+				}
+				waiters <- left.Load()
+			}()
+		}
+		for range 2 {
+			if got := <-waiters; got != n {
+				t.Fatalf("round %d: Wait returned with %d of %d tasks left (-1: never woken)", round, got, n)
+			}
+		}
+		wg.Wait()
+		if g.InFlight() != 0 || g.Stopped() {
+			t.Fatalf("round %d: in flight %d, stopped %v", round, g.InFlight(), g.Stopped())
+		}
+	}
+}
+
+func TestLeaveWithoutEnterPanicsAndKeepsTheGate(t *testing.T) {
+	var g Gate
+	g.Stop()
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Fatal("Leave without Enter did not panic")
+			}
+		}()
+		g.Leave()
+	}()
+	if !g.Stopped() || g.InFlight() != 0 {
+		t.Fatalf("after the panic: stopped %v, in flight %d; want true, 0", g.Stopped(), g.InFlight())
+	}
+}
+
+func BenchmarkEnterLeave(b *testing.B) {
+	var g Gate
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			g.Enter()
+			g.Leave()
+		}
+	})
 }
