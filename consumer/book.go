@@ -86,6 +86,7 @@ func (b *book) take(ts []*task, ms []*transport.Message) (ready int) {
 	for _, t := range ts {
 		b.shards[t.shard].add(t)
 		if q := b.byID[t.id]; q != nil {
+			t.q = q
 			q.push(t) // runs after the ones before it
 			if q.failing {
 				b.lighten(t)
@@ -93,6 +94,7 @@ func (b *book) take(ts []*task, ms []*transport.Message) (ready int) {
 			continue
 		}
 		q := b.queue(t.id)
+		t.q = q
 		q.push(t)
 		b.ready.push(q)
 		ready++
@@ -129,7 +131,7 @@ func (b *book) next() *task {
 // they may be; parkedFirst says at is now the earliest retry time. leave:
 // t and its id stay as they are.
 func (b *book) settle(t *task, v verdict, at time.Time) (parkedFirst bool) {
-	q := b.byID[t.id]
+	q := t.q
 	switch v {
 	case finished:
 		if sh := b.shards[t.shard]; sh != nil {
@@ -225,7 +227,7 @@ func (b *book) demote(q *idQueue) {
 // behind it in the same shard, up to max and to the room there is (at
 // least t): the tasks term.refill reads again in one call.
 func (b *book) lightRun(t *task, max int) []*task {
-	q := b.byID[t.id]
+	q := t.q
 	n := min(max, b.capacity-b.held)
 	out := []*task{t}
 	for _, u := range q.buf[q.head+1:] {

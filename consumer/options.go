@@ -183,7 +183,7 @@ const DefaultMaxWaiting = 100_000
 
 // WaitingTaskBytes is what a task waiting light costs in memory (its
 // bookkeeping and its slot in its id's queue), whatever its payload.
-const WaitingTaskBytes = 96
+const WaitingTaskBytes = 104
 
 func (o Options) withDefaults(gapTime, _ time.Duration) Options {
 	if o.Concurrency == 0 {

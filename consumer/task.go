@@ -22,6 +22,7 @@ type task struct {
 	shard int                // m.Shard, kept while light
 	pos   transport.Position // m.Position, kept while light
 	f     *failure           // nil until its first failure
+	q     *idQueue           // its id's queue in the book, once taken
 
 	before, after *task // its shard's unfinished list (the book's)
 }

@@ -1,0 +1,44 @@
+package consumer
+
+import (
+	"testing"
+	"time"
+
+	"github.com/nandi-go/nandi/transport"
+)
+
+// BenchmarkBookCycle: the task book's own cost per task as the runner
+// uses it when every attempt succeeds: a batch of 512 tasks taken (each
+// into its id's queue and its shard's list), then each run (next) and
+// settled as finished. Ids repeat every 10,000 tasks, as in the memory
+// log benchmarks.
+//
+//	go test -run '^$' -bench BookCycle ./consumer/
+func BenchmarkBookCycle(b *testing.B) {
+	const batch = 512
+	bk := newBook(batch, 0, false)
+	bk.open([]*shardTrack{{}, {}, {}, {}}, true)
+	tasks := make([]task, batch)
+	ts := make([]*task, batch)
+	ms := make([]*transport.Message, batch)
+	for i := range ms {
+		ms[i] = &transport.Message{}
+	}
+	var now time.Time
+	var pos uint64
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i += batch {
+		for j := range batch {
+			pos++
+			m := ms[j]
+			m.Shard, m.Position = int(pos%4), transport.Offset(pos)
+			tasks[j] = task{m: m, id: pos % 10_000, shard: m.Shard, pos: m.Position}
+			ts[j] = &tasks[j]
+		}
+		bk.take(ts, ms)
+		for t := bk.next(); t != nil; t = bk.next() {
+			bk.settle(t, finished, now)
+		}
+	}
+}
