@@ -59,9 +59,9 @@ func OriginFromContext(ctx context.Context) (Origin, bool) {
 	return *o, true
 }
 
-// ContextWithOrigin returns ctx carrying o, as the consumer's context for
-// a handler does: for tests of handlers and middleware.
-func ContextWithOrigin(ctx context.Context, o Origin) context.Context {
+// withOrigin returns ctx carrying o, as the consumer's context for a
+// handler does.
+func withOrigin(ctx context.Context, o Origin) context.Context {
 	return context.WithValue(ctx, originKey{}, &o)
 }
 

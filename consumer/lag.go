@@ -36,7 +36,7 @@ func (c *Consumer) Lag(ctx context.Context) (Lag, error) {
 			st = nil
 		}
 	}
-	return LagOf(held, st, info), err
+	return lagOf(held, st, info), err
 }
 
 // lagReading is a lag computed on the consumer's schedule.
@@ -67,10 +67,10 @@ func (c *Consumer) LastLag() (l Lag, at time.Time, err error) {
 // metrics.Register calls it.
 func (c *Consumer) WantLag() { c.lagWanted.Store(true) }
 
-// LagOf is the lag of positions held (nil: none) and of the group's low
+// lagOf is the lag of positions held (nil: none) and of the group's low
 // watermark in st's current epoch (nil: none), against the ends of the
 // log info describes.
-func LagOf(held []transport.Position, st *checkpoint.State, info transport.Info) Lag {
+func lagOf(held []transport.Position, st *checkpoint.State, info transport.Info) Lag {
 	var l Lag
 	of := func(pos []transport.Position) []transport.Lag {
 		out := make([]transport.Lag, 0, len(pos))

@@ -92,7 +92,7 @@ func newTerm(sh *shared, runCtx, loop context.Context, t *partition.Term, info t
 	}
 	tr.fetch = retry{spell: &sh.fetching, count: &sh.stats.fetchFailures}
 	tr.reread = retry{spell: &sh.fetching, count: &sh.stats.fetchFailures}
-	tr.ctx, tr.cancel = context.WithCancel(withAssignment(ContextWithOrigin(context.WithoutCancel(runCtx), Origin{Group: sh.group, Source: info}), a))
+	tr.ctx, tr.cancel = context.WithCancel(withAssignment(withOrigin(context.WithoutCancel(runCtx), Origin{Group: sh.group, Source: info}), a))
 	tr.taking, tr.stopTaking = context.WithCancel(loop)
 	_, reread := sh.src.(transport.Rereader)
 	b := newBook(sh.opts.MaxPending, sh.opts.MaxWaiting, reread && info.Log)

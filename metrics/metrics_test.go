@@ -105,7 +105,7 @@ func TestEveryFigureHasItsMetric(t *testing.T) {
 			Marks: map[checkpoint.Slot]checkpoint.Mark{{Shard: 0, Index: 1}: {Low: transport.Offset(95)}}}
 		_, held, _ := pos()
 		in, _ := info(context.Background())
-		return consumer.LagOf(held, &checkpoint.State{Current: e, History: []*checkpoint.Epoch{e}}, in), time.Now(), nil
+		return lagOf(held, e, in.Ends), time.Now(), nil
 	}
 	reg.MustRegister(consumerCollectorOf("g", func() consumer.Stats { return cs }, lag, func() int64 { return 42 }, o))
 	want := map[string]float64{
@@ -309,8 +309,7 @@ func exported(t *testing.T) map[string]bool {
 	reg.MustRegister(newLeaseCollector("g", func() partition.Stats { return ls }, o))
 	reg.MustRegister(consumerCollectorOf("g", func() consumer.Stats { return cs }, func() (consumer.Lag, time.Time, error) {
 		e := &checkpoint.Epoch{N: 1, R: 1, Start: []transport.Position{transport.Offset(1), {Hi: 5}}}
-		return consumer.LagOf([]transport.Position{transport.Offset(1), {Hi: 5}}, &checkpoint.State{Current: e, History: []*checkpoint.Epoch{e}},
-			transport.Info{Log: true, Shards: 2, Ends: []transport.Position{transport.Offset(9), {Hi: 9}}}), time.Now(), nil
+		return lagOf([]transport.Position{transport.Offset(1), {Hi: 5}}, e, []transport.Position{transport.Offset(9), {Hi: 9}}), time.Now(), nil
 	}, func() int64 { return 1 }, o))
 	fams, err := reg.Gather()
 	if err != nil {
@@ -410,4 +409,15 @@ func TestAlertQueriesNameExportedMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkQueries(t, "deploy/kubernetes/monitoring/prometheusrule.yaml", []string{string(b)})
+}
+
+// lagOf is the lag a consumer reports for positions held and the group's
+// low watermarks in epoch e, against the log's ends.
+func lagOf(held []transport.Position, e *checkpoint.Epoch, ends []transport.Position) consumer.Lag {
+	var l consumer.Lag
+	for s, end := range ends {
+		l.Held = append(l.Held, transport.LagOf(held[s], end))
+		l.Group = append(l.Group, transport.LagOf(e.Low(s), end))
+	}
+	return l
 }
