@@ -1,10 +1,8 @@
 package consumer
 
 import (
-	"context"
 	"errors"
 	"log/slog"
-	"runtime/debug"
 	"time"
 
 	"github.com/nandi-go/nandi/internal/backoff"
@@ -87,16 +85,16 @@ func (tr *term) failed(w *worker, t *task, err error) (out outcome, attached boo
 	}
 	tr.sh.stats.failed.Add(1)
 	tr.noteFailure(t, err)
-	if tr.sh.opts.OnError != nil || tr.sh.opts.OnErrorContext != nil {
+	if tr.sh.user.onError != nil {
 		if _, attached = tr.invoke(w, t, callOnError); !attached {
 			return 0, false
 		}
 	}
 	if !IsPermanent(err) && (tr.sh.opts.MaxAttempts == 0 || f.attempts < tr.sh.opts.MaxAttempts) {
-		f.backoff = tr.sh.retryDelay(f.attempts, err)
+		f.backoff = tr.sh.user.retryDelay(f.attempts, err)
 		return outRetry, true
 	}
-	if tr.sh.opts.DeadLetter == nil { // only a permanent failure gets here
+	if tr.sh.user.deadLetter == nil { // only a permanent failure gets here
 		tr.log.WarnContext(f.ctx, "task skipped: it cannot succeed and there is no DeadLetter",
 			"key", t.m.Key, "shard", t.shard, "position", t.pos.String(), "err", err)
 		return outSkipped, true
@@ -128,27 +126,6 @@ func (tr *term) deadLetter(w *worker, t *task) (out outcome, attached bool) {
 	tr.log.InfoContext(t.f.ctx, "task dead-lettered", "key", t.m.Key, "shard", t.shard, "position", t.pos.String(),
 		"attempts", t.f.attempts, "err", t.f.lastErr)
 	return outDeadLettered, true
-}
-
-// retryDelay is the wait before the attempt after the attempt-th failed
-// one: Options.RetryDelay's, or backoff.Delay's between RetryMin and
-// RetryMax (full jitter). A panic in RetryDelay is recovered and counted,
-// and the default used.
-func (sh *shared) retryDelay(attempt int, err error) (d time.Duration) {
-	if sh.opts.RetryDelay != nil {
-		var perr error
-		d = sh.callRetryDelay(attempt, err, &perr)
-		if perr == nil {
-			return max(d, 0)
-		}
-		sh.log.Warn("RetryDelay panicked; using the default backoff", "err", perr)
-	}
-	return backoff.Delay(attempt, sh.opts.RetryMin, sh.opts.RetryMax)
-}
-
-func (sh *shared) callRetryDelay(attempt int, err error, perr *error) time.Duration {
-	defer sh.recoverInto(perr, "RetryDelay")
-	return sh.opts.RetryDelay(attempt, err)
 }
 
 // errGateClosed says the term's drain began before the call could enter:
@@ -192,7 +169,7 @@ func (tr *term) invoke(w *worker, t *task, what userCall) (err error, attached b
 	case callOnError:
 		tr.callOnError(t)
 	case callDeadLetter:
-		err = tr.sh.callDeadLetter(withFailure(tr.ctx, Failure{Attempts: t.f.attempts, Worker: tr.sh.workerID}), t.m, t.f.lastErr)
+		err = tr.sh.user.deadLetter(withFailure(tr.ctx, Failure{Attempts: t.f.attempts, Worker: tr.sh.workerID}), t.m, t.f.lastErr)
 	}
 	tr.sh.running.Add(-1)
 	tr.gate.Leave()
@@ -205,50 +182,18 @@ func (tr *term) invoke(w *worker, t *task, what userCall) (err error, attached b
 }
 
 // callHandler calls the handler on m with w's context.
-func (sh *shared) callHandler(w *worker, m *transport.Message) (err error) {
+func (sh *shared) callHandler(w *worker, m *transport.Message) error {
 	if w.taskCtx.Load() != nil { // a plain load on the per-message path; a store only after SetTaskContext
 		w.taskCtx.Store(nil)
 	}
-	defer sh.recoverInto(&err, "handler")
-	return sh.h(w.ctx, m)
+	return sh.user.handler(w.ctx, m)
 }
 
-func (sh *shared) callDeadLetter(ctx context.Context, m *transport.Message, cause error) (err error) {
-	defer sh.recoverInto(&err, "DeadLetter")
-	return sh.opts.DeadLetter(ctx, m, cause)
-}
-
+// callOnError reports t's last failure (userCode.onError), logging a panic.
 func (tr *term) callOnError(t *task) {
-	var err error
-	defer func() {
-		if err != nil {
-			tr.log.WarnContext(t.f.ctx, "OnError panicked", "key", t.m.Key, "err", err, "stack", string(err.(*PanicError).Stack))
-		}
-	}()
-	defer tr.sh.recoverInto(&err, "OnError")
-	if tr.sh.opts.OnErrorContext != nil {
-		tr.sh.opts.OnErrorContext(t.f.ctx, t.m, t.f.attempts, t.f.lastErr)
+	if err := tr.sh.user.onError(t.f.ctx, t.m, t.f.attempts, t.f.lastErr); err != nil {
+		tr.log.WarnContext(t.f.ctx, "OnError panicked", "key", t.m.Key, "err", err, "stack", string(err.(*PanicError).Stack))
 	}
-	if tr.sh.opts.OnError != nil {
-		tr.sh.opts.OnError(t.m, t.f.attempts, t.f.lastErr)
-	}
-}
-
-// callID returns the task id of m by Options.ID, recovering a panic.
-func (sh *shared) callID(m *transport.Message) (id uint64, err error) {
-	defer sh.recoverInto(&err, "ID")
-	return sh.opts.ID(m)
-}
-
-// recoverInto turns a panic of the calling function into a *PanicError in
-// *err. It must be deferred directly.
-func (sh *shared) recoverInto(err *error, what string) {
-	v := recover()
-	if v == nil {
-		return
-	}
-	sh.stats.panics.Add(1)
-	*err = &PanicError{Func: what, Value: v, Stack: debug.Stack()}
 }
 
 // noteFailure logs a task's failures once per spell: the first failure of

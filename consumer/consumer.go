@@ -46,8 +46,8 @@ type Consumer struct {
 // newest checkpoint epoch seen. A term holds it, never the Consumer.
 type shared struct {
 	src      transport.Source
-	h        Handler
 	opts     Options
+	user     userCode         // the user's functions, with their policies (usercode.go)
 	ledger   checkpoint.Store // nil when there is none (only a log needs one)
 	log      *slog.Logger
 	interval time.Duration // the lease's
@@ -94,8 +94,9 @@ func New(lease *partition.Lease, src transport.Source, h Handler, opts Options) 
 	if err := opts.validate(lease.Margin(), lease.Interval()); err != nil {
 		return nil, err
 	}
-	sh := &shared{src: src, h: h, opts: opts, log: opts.Logger.With("group", lease.Name()), interval: lease.Interval(), group: lease.Name(), ledger: opts.Checkpoints}
+	sh := &shared{src: src, opts: opts, log: opts.Logger.With("group", lease.Name()), interval: lease.Interval(), group: lease.Name(), ledger: opts.Checkpoints}
 	sh.handling = hist.New(opts.HandlerBuckets)
+	sh.wrap(h)
 	if sh.ledger == nil {
 		if cl := lease.Client(); cl != nil {
 			sh.ledger = checkpoint.NewRedis(cl, lease.Name())

@@ -163,7 +163,7 @@ func (tr *term) filter(ms []*transport.Message) (offers []offer, n int, ok bool)
 			tr.noteBadShard(m)
 			continue
 		}
-		id, err := tr.sh.taskID(m)
+		id, err := tr.sh.user.id(m)
 		if userID && tr.r.w0.detached() {
 			return nil, 0, tr.detachedReturn()
 		}
@@ -253,7 +253,7 @@ func (tr *term) prepare(offers []offer) bool {
 // open, which meets the message again.
 func (tr *term) misplaced(m *transport.Message) {
 	defer tr.stop()
-	id, _ := tr.sh.taskID(m)
+	id, _ := tr.sh.user.id(m)
 	cur := tr.st.Current
 	ctx, cancel := context.WithTimeout(tr.taking, tr.sh.interval)
 	defer cancel()
@@ -287,23 +287,6 @@ func (tr *term) noteBadShard(m *transport.Message) {
 	if tr.sh.badShard.fail() {
 		tr.log.WarnContext(tr.ctx, "message from a shard the source did not describe, or was not asked to read; not taken (a transport bug)", "shard", m.Shard, "shards", len(tr.shards))
 	}
-}
-
-// taskID returns the task id of m and, when m cannot become a task (the
-// source said so, or Options.ID failed or panicked), a permanent error;
-// its owner is then ID(m.Key).
-func (sh *shared) taskID(m *transport.Message) (uint64, error) {
-	if m.Err != nil {
-		return ID(m.Key), Permanent(m.Err)
-	}
-	if sh.opts.ID == nil {
-		return ID(m.Key), nil
-	}
-	id, err := sh.callID(m)
-	if err != nil {
-		return ID(m.Key), Permanent(err)
-	}
-	return id, nil
 }
 
 // submit makes the offers of a batch (ms, read whole) tasks and gives them

@@ -16,7 +16,7 @@ func TestRetriesAreJittered(t *testing.T) {
 	sh := &shared{opts: Options{RetryMin: 50 * time.Millisecond, RetryMax: 5 * time.Second}, log: slog.New(slog.DiscardHandler)}
 	waits := map[time.Duration]bool{}
 	for range 200 {
-		d := sh.retryDelay(3, errors.New("smtp: 451"))
+		d := sh.defaultDelay(nil)(3, errors.New("smtp: 451"))
 		if d < 50*time.Millisecond || d > 400*time.Millisecond {
 			t.Fatalf("the third failure's wait is %v; want within [50ms, 400ms]", d)
 		}
