@@ -197,7 +197,11 @@ func (tr *term) mayStart() bool {
 		}
 		return tr.mayStart()
 	}
-	return !tr.over.Load() && tr.t.Room(tr.taking, tr.sh.opts.DrainTimeout+pauseLead) && !tr.over.Load()
+	// Strictly more than the lead must be left, as mayStartAt asks (now
+	// before pauseAt): at exactly the lead, Room would say yes while
+	// mayStartAt and intake's fetch deadline say no, and intake would
+	// loop without waiting until the clock moved (on fake time, forever).
+	return !tr.over.Load() && tr.t.Room(tr.taking, tr.sh.opts.DrainTimeout+pauseLead+time.Nanosecond) && !tr.over.Load()
 }
 
 // close ends what the term started (its watcher) and its handlers'

@@ -1,0 +1,41 @@
+// Package leaseseam gives nandi's own tests a partition.Lease without
+// Redis: on an in-memory registry with the lease script's semantics
+// (partition's memStore, the model its own synctest tests run on), on the
+// process clock, so that under testing/synctest a consumer runs on fake
+// time. Package partition fills it in when it is loaded; the package
+// importing partition asserts the types:
+//
+//	reg := leaseseam.NewRegistry()
+//	l, err := leaseseam.NewLease(reg, partition.Options{Name: "g"})
+//	lease := l.(*partition.Lease)
+//
+// The leases of one Registry are one group. Such a lease has no Redis
+// client: a consumer on it has no presence, pause or ledger beside the
+// lease. It is for tests of pure logic; the guarantees are proven against
+// a real redis-server.
+package leaseseam
+
+// Registry is one group's registrations, in memory.
+type Registry struct{ store any }
+
+var (
+	newStore func() any
+	newLease func(store, opts any) (any, error)
+)
+
+// Provide is called by package partition with its constructors.
+func Provide(store func() any, lease func(store, opts any) (any, error)) {
+	newStore, newLease = store, lease
+}
+
+// NewRegistry returns an empty registry: a group with no worker.
+func NewRegistry() *Registry {
+	if newStore == nil {
+		panic("leaseseam: package partition is not loaded; import it")
+	}
+	return &Registry{store: newStore()}
+}
+
+// NewLease returns a *partition.Lease (as any) for opts (a
+// partition.Options) on r.
+func NewLease(r *Registry, opts any) (any, error) { return newLease(r.store, opts) }
