@@ -149,13 +149,11 @@ func TestRunnerOnFakeTime(t *testing.T) {
 				g.fails["3/1"] = 1
 				start := time.Now()
 				var pos uint64
-				var want []string
 				for n := range 3 {
 					var batch []string
 					for id := range 10 {
 						batch = append(batch, fmt.Sprintf("%d/%d", id, n))
 					}
-					want = append(want, batch...)
 					g.submit(t, &pos, batch...)
 				}
 				g.settle()
