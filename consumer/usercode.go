@@ -103,6 +103,14 @@ func (sh *shared) defaultDelay(delay func(int, error) time.Duration) func(int, e
 // had, is a permanent failure known at intake; it keeps its key's id so
 // that it is reported in order.
 func (sh *shared) taskID(id func(*transport.Message) (uint64, error)) func(*transport.Message) (uint64, error) {
+	if id == nil {
+		return func(m *transport.Message) (uint64, error) {
+			if m.Err != nil {
+				return ID(m.Key), Permanent(m.Err)
+			}
+			return ID(m.Key), nil
+		}
+	}
 	call := func(m *transport.Message) (n uint64, err error) {
 		defer sh.recovering(&err, "ID")
 		return id(m)
@@ -110,9 +118,6 @@ func (sh *shared) taskID(id func(*transport.Message) (uint64, error)) func(*tran
 	return func(m *transport.Message) (uint64, error) {
 		if m.Err != nil {
 			return ID(m.Key), Permanent(m.Err)
-		}
-		if id == nil {
-			return ID(m.Key), nil
 		}
 		n, err := call(m)
 		if err != nil {
