@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/nandi-go/nandi/transport"
 	"github.com/redis/go-redis/v9"
@@ -231,6 +232,7 @@ func (s *Source) OpenShards(ctx context.Context, from []transport.Position, shar
 		r.shard[j] = i
 	}
 	s.checkLost(ctx, from, shards)
+	r.aheadCtx, r.stopAhead = context.WithCancel(context.Background())
 	return r, nil
 }
 
@@ -406,6 +408,27 @@ type reader struct {
 	s     *Source
 	args  []string // XREAD's STREAMS: the names, then where each reads after; used by Fetch only
 	shard []int    // the shard of each stream read, in args' order
+
+	// ahead is the XREAD in flight past the last batch Fetch returned, nil
+	// when there is none: while the caller works through one batch, and
+	// while it is decoded, the next is on its way (a read has no effect on
+	// the stream, so reading ahead loses nothing). It is started only after
+	// a batch that was not empty.
+	ahead     chan readResult
+	aheadCtx  context.Context // ahead's reads'; cancelled by Close
+	stopAhead context.CancelFunc
+}
+
+type readResult struct {
+	res []redis.XStream
+	err error
+}
+
+// Close closes the reader; a read ahead in flight is cancelled and its
+// result dropped.
+func (r *reader) Close() error {
+	r.stopAhead()
+	return r.Closing.Close()
 }
 
 func (r *reader) Fetch(ctx context.Context) ([]*transport.Message, error) {
@@ -414,14 +437,14 @@ func (r *reader) Fetch(ctx context.Context) ([]*transport.Message, error) {
 		if err := r.Err(ctx); err != nil {
 			return nil, err
 		}
-		res, err := r.read(ctx)
+		res, err := r.next(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
 			}
 			return nil, err
 		}
-		out, err := r.decode(res)
+		out, err := r.take(res)
 		if err != nil || len(out) > 0 {
 			return out, err
 		}
@@ -439,6 +462,55 @@ func (r *reader) Fetch(ctx context.Context) ([]*transport.Message, error) {
 			}
 		}
 	}
+}
+
+// next returns what the read ahead returns, waiting for it (it stays in
+// flight if ctx ends first), or else reads now.
+func (r *reader) next(ctx context.Context) ([]redis.XStream, error) {
+	if r.ahead == nil {
+		return r.read(ctx)
+	}
+	select {
+	case got := <-r.ahead:
+		r.ahead = nil
+		return got.res, got.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-r.Done():
+		return nil, transport.ErrClosed
+	}
+}
+
+// take moves each stream's read position past res, starts the next read
+// (ahead), and decodes res. If res cannot be decoded, the positions go
+// back to where res began and the read ahead is dropped: nothing is
+// skipped.
+func (r *reader) take(res []redis.XStream) ([]*transport.Message, error) {
+	n := len(r.shard)
+	from := slices.Clone(r.args[n:])
+	read, err := r.advance(res)
+	if err != nil || read == 0 {
+		return nil, err
+	}
+	r.readAhead()
+	out, err := r.decode(res, read)
+	if err != nil {
+		<-r.ahead // its result is after res: dropped
+		r.ahead = nil
+		copy(r.args[n:], from)
+		return nil, err
+	}
+	return out, nil
+}
+
+// readAhead starts the next read, on a goroutine that ends with it.
+func (r *reader) readAhead() {
+	got := make(chan readResult, 1)
+	r.ahead = got
+	go func() {
+		res, err := r.read(r.aheadCtx)
+		got <- readResult{res, err}
+	}()
 }
 
 // read reads every stream of the reader once: one XREAD on a single
@@ -480,34 +552,36 @@ func (r *reader) read(ctx context.Context) ([]redis.XStream, error) {
 	return out, nil
 }
 
-// decode makes messages of what XREAD returned, one allocation per stream
-// for the messages themselves, and moves each stream's read position.
-func (r *reader) decode(res []redis.XStream) ([]*transport.Message, error) {
-	total := 0
-	for _, st := range res {
-		total += len(st.Messages)
-	}
-	if total == 0 {
-		return nil, nil
-	}
-	out := make([]*transport.Message, 0, total)
-	slab := make([]transport.Message, total)
+// advance moves each stream's read position past what XREAD returned, and
+// returns how many entries that is.
+func (r *reader) advance(res []redis.XStream) (read int, err error) {
 	n := len(r.shard)
 	for _, st := range res {
 		j := r.slot(st.Stream)
 		if j < 0 {
-			return nil, fmt.Errorf("redisstream: XREAD returned stream %q, which is not one this reader reads", st.Stream)
+			return 0, fmt.Errorf("redisstream: XREAD returned stream %q, which is not one this reader reads", st.Stream)
 		}
-		shard := r.shard[j]
+		if k := len(st.Messages); k > 0 {
+			r.args[n+j] = st.Messages[k-1].ID
+			read += k
+		}
+	}
+	return read, nil
+}
+
+// decode makes messages of the read entries of res (advance has checked
+// their streams), with one allocation for the messages themselves.
+func (r *reader) decode(res []redis.XStream, read int) ([]*transport.Message, error) {
+	out := make([]*transport.Message, 0, read)
+	slab := make([]transport.Message, read)
+	for _, st := range res {
+		shard := r.shard[r.slot(st.Stream)]
 		for _, x := range st.Messages {
 			m := &slab[len(out)]
 			if err := r.s.message(m, x, shard); err != nil {
 				return nil, err
 			}
 			out = append(out, m)
-		}
-		if k := len(st.Messages); k > 0 {
-			r.args[n+j] = st.Messages[k-1].ID
 		}
 	}
 	return out, nil
@@ -543,7 +617,7 @@ func (s *Source) message(m *transport.Message, x redis.XMessage, shard int) erro
 	}
 	payload, hasPayload := x.Values[s.opts.PayloadField]
 	if hasPayload {
-		m.Payload = []byte(text(payload))
+		m.Payload = ownBytes(text(payload))
 	} else if m.Err == nil && !s.opts.OptionalPayload {
 		m.Err = fmt.Errorf("redisstream: entry %s of stream %s has no field %q (its payload; it has %s): set Options.PayloadField to the field that holds it, or Options.OptionalPayload if entries may have none",
 			x.ID, s.streams[shard], s.opts.PayloadField, fieldNames(x.Values))
@@ -578,6 +652,19 @@ func fieldNames(values map[string]any) string {
 		return "no fields"
 	}
 	return strings.Join(names, ", ")
+}
+
+// ownBytes returns the bytes of a value go-redis returned, without a
+// copy. go-redis reads each bulk string of a reply into a buffer of its
+// own (proto.Reader.readStringReply) and the entry is dropped once
+// decoded, so the message owns those bytes: a handler may change them as
+// it could a copy. (An Options.Key that keeps the entry's values sees
+// such a change; nothing else does.) Empty is not nil, as a copy is not.
+func ownBytes(s string) []byte {
+	if s == "" {
+		return []byte{}
+	}
+	return unsafe.Slice(unsafe.StringData(s), len(s))
 }
 
 // text is a field's value as go-redis returns it (a string), without
