@@ -16,8 +16,8 @@ func (tr *term) execute(w *worker, t *task) (verdict, time.Time) {
 	// deadline before a renewal: a task queued under a term that has ended
 	// is left for the next holder (it is not done, so no checkpoint passes
 	// it).
-	started, ok := tr.mayStartAt() // the common case: one clock read, also the handler's start
-	if !ok {
+	started := w.clock(tr.base) // also the handler's start
+	if !tr.mayStartAt(started) {
 		if !tr.mayStart() {
 			return leave, time.Time{}
 		}
@@ -39,6 +39,9 @@ func (tr *term) execute(w *worker, t *task) (verdict, time.Time) {
 	out, attached := tr.attempt(w, t)
 	if !attached {
 		return detached, time.Time{}
+	}
+	if out != outHandled {
+		w.ended = -1 // OnError or DeadLetter may have run after the handler
 	}
 	v := tr.settle(t, out)
 	if v == again {
@@ -165,7 +168,8 @@ func (tr *term) invoke(w *worker, t *task, what userCall) (err error, attached b
 	switch what {
 	case callHandler:
 		err = tr.sh.callHandler(w, t.m)
-		tr.sh.handling.Observe(time.Since(tr.base) - w.started)
+		w.ended = time.Since(tr.base) // the next task's start, if runFrom runs one at once
+		tr.sh.handling.Observe(w.ended - w.started)
 	case callOnError:
 		tr.callOnError(t)
 	case callDeadLetter:

@@ -38,6 +38,7 @@ type book struct {
 	ready  fifo     // ids whose first task may run now, in order
 	parked parkHeap // ids waiting for a retry time
 	free   []*idQueue
+	spare  []*task // finished tasks, for take to be given again (spares)
 
 	held, capacity      int
 	reread              bool // tasks behind a failing id may be held light
@@ -138,6 +139,7 @@ func (b *book) settle(t *task, v verdict, at time.Time) (parkedFirst bool) {
 			sh.remove(t)
 		}
 		b.finished++
+		b.spare = append(b.spare, t)
 		q.pop()
 		b.held--
 		q.failing = false
@@ -154,6 +156,21 @@ func (b *book) settle(t *task, v verdict, at time.Time) (parkedFirst bool) {
 		return q.slot == 0
 	}
 	return false
+}
+
+// spares appends to ts up to n tasks that have finished, cleared, to be
+// taken again (a term allocates tasks only until its first ones finish),
+// and returns ts. A finished task is referenced by nothing: user code sees only its
+// message, and the worker that ran it has told settle it is done.
+func (b *book) spares(ts []*task, n int) []*task {
+	k := max(len(b.spare)-n, 0)
+	for i, t := range b.spare[k:] {
+		*t = task{}
+		ts = append(ts, t)
+		b.spare[k+i] = nil
+	}
+	b.spare = b.spare[:k]
+	return ts
 }
 
 // due makes ready the parked ids whose retry time is at or before now, and

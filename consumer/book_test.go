@@ -51,7 +51,14 @@ func (m *bookModel) take(t *rapid.T) {
 	k := rapid.IntRange(0, m.b.room()).Draw(t, "k")
 	var ms []*transport.Message
 	var ts []*task
-	for range k {
+	var spare []*task // finished tasks the book gives again (as intake asks for them)
+	if rapid.Bool().Draw(t, "spares") {
+		spare = m.b.spares(nil, k)
+	}
+	for _, sp := range spare {
+		m.reuse(t, sp)
+	}
+	for i := range k {
 		s := rapid.IntRange(0, 1).Draw(t, "shard")
 		if rapid.Bool().Draw(t, "other index between") {
 			ms = append(ms, &transport.Message{Shard: s, Position: transport.Offset(m.pos[s])})
@@ -60,12 +67,44 @@ func (m *bookModel) take(t *rapid.T) {
 		msg := &transport.Message{Shard: s, Position: transport.Offset(m.pos[s]), Key: "k"}
 		m.pos[s]++
 		ms = append(ms, msg)
-		tk := &task{m: msg, id: uint64(rapid.IntRange(0, 4).Draw(t, "id")), shard: s, pos: msg.Position}
+		tk := &task{}
+		if i < len(spare) {
+			tk = spare[i]
+		}
+		*tk = task{m: msg, id: uint64(rapid.IntRange(0, 4).Draw(t, "id")), shard: s, pos: msg.Position}
 		ts = append(ts, tk)
 		m.order[tk.id] = append(m.order[tk.id], tk)
 		m.all = append(m.all, tk)
 	}
 	m.b.take(ts, ms)
+}
+
+// reuse checks that a task the book gives again (spares) finished and is
+// nowhere in the book any more, then forgets it: it is taken as a new one.
+func (m *bookModel) reuse(t *rapid.T, sp *task) {
+	if *sp != (task{}) {
+		t.Fatalf("a spare task is not cleared: %+v", *sp)
+	}
+	if m.done[sp] != 1 || m.running[sp] || m.leftOnes[sp] {
+		t.Fatalf("a spare task is not one that finished (finished %d times, running %v, left %v)", m.done[sp], m.running[sp], m.leftOnes[sp])
+	}
+	for _, q := range m.b.byID {
+		if slices.Contains(q.buf[q.head:], sp) {
+			t.Fatalf("a spare task is still queued behind id %d", q.id)
+		}
+	}
+	for s, sh := range m.b.shards {
+		for u := sh.head; u != nil; u = u.after {
+			if u == sp {
+				t.Fatalf("a spare task is still in shard %d's unfinished list", s)
+			}
+		}
+	}
+	delete(m.done, sp)
+	m.all = slices.DeleteFunc(m.all, func(u *task) bool { return u == sp })
+	for id, o := range m.order {
+		m.order[id] = slices.DeleteFunc(o, func(u *task) bool { return u == sp })
+	}
 }
 
 // start runs what next returns, reading it again first if it is light.

@@ -294,11 +294,10 @@ func (tr *term) noteBadShard(m *transport.Message) {
 // tasks it could not take are handed back) or intake was detached.
 func (tr *term) submit(ms []*transport.Message, offers []offer) bool {
 	now := monoNow()
-	slab := make([]task, len(offers)) // one allocation for the batch's tasks
-	ts, at := tr.tasks[:0], tr.at[:0]
+	ts, at := tr.r.tasks(tr.tasks[:0], len(offers)), tr.at[:0]
 	for i, o := range offers {
-		tr.initTask(&slab[i], o.m, o.id, o.err, now)
-		ts, at = append(ts, &slab[i]), append(at, o.i)
+		tr.initTask(ts[i], o.m, o.id, o.err, now)
+		at = append(at, o.i)
 	}
 	ok, back := tr.r.submit(ms, ts, at)
 	tr.abandon(back)

@@ -102,6 +102,21 @@ func (r *runner) submit(ms []*transport.Message, ts []*task, at []int) (ok bool,
 	return true, nil
 }
 
+// tasks appends n tasks to ts: finished ones the book gives again
+// (book.spares), new ones, in one allocation, for the rest.
+func (r *runner) tasks(ts []*task, n int) []*task {
+	r.mu.Lock()
+	ts = r.b.spares(ts, n)
+	r.mu.Unlock()
+	if k := n - len(ts); k > 0 {
+		slab := make([]task, k)
+		for i := range slab {
+			ts = append(ts, &slab[i])
+		}
+	}
+	return ts
+}
+
 // reserve waits for room for at least one task and returns how many of k
 // fit, 0 once the runner is halted. ok is false when intake (inline) was
 // detached meanwhile.
@@ -164,6 +179,7 @@ func (r *runner) next() *task {
 // task one lock, to tell the book and take the next. It returns false when
 // w was detached (it then touches nothing more).
 func (r *runner) runFrom(w *worker, t *task) bool {
+	w.ended = -1 // no reading to start the first task with: it may have waited
 	for t != nil {
 		v, at := r.exec(w, t)
 		if v == detached {
@@ -320,10 +336,13 @@ func (r *runner) close() {
 // detached, and whether intake was one. Only after close.
 func (r *runner) detach(overdue *atomic.Int64) (late []*task, n int, intake bool) {
 	for _, w := range append([]*worker{r.w0}, r.workers...) {
-		t := w.task.Load()
 		if !w.detach(overdue) {
 			continue
 		}
+		// Read after the detach: the attempt it caught is the one whose
+		// begin stored its task (read before, it could be the last
+		// attempt's, finished and its task given again).
+		t := w.task.Load()
 		n++
 		if w == r.w0 {
 			intake = true

@@ -171,16 +171,14 @@ func (tr *term) watch(loop context.Context) {
 	}
 }
 
-// mayStartAt reports whether work may start now, the common case, small
-// enough to inline: the term takes work and is not in its pause, on the
-// monotonic clock. It returns the clock reading it made (time since
-// base), which the caller may use as the task's start.
-func (tr *term) mayStartAt() (time.Duration, bool) {
+// mayStartAt reports whether work may start at now (time since base), the
+// common case, small enough to inline: the term takes work and is not in
+// its pause, on the monotonic clock.
+func (tr *term) mayStartAt(now time.Duration) bool {
 	if tr.over.Load() || tr.sh.pause.on.Load() || isDone(tr.t.Done()) {
-		return 0, false
+		return false
 	}
-	now := time.Since(tr.base)
-	return now, int64(now) < tr.pauseAfter.Load()
+	return int64(now) < tr.pauseAfter.Load()
 }
 
 // mayStart reports whether work may start now: the term takes work, the
@@ -188,7 +186,7 @@ func (tr *term) mayStartAt() (time.Duration, bool) {
 // DrainTimeout of a deadline the renewal has not moved yet (then it waits
 // for the renewal). The common case is mayStartAt.
 func (tr *term) mayStart() bool {
-	if _, ok := tr.mayStartAt(); ok {
+	if tr.mayStartAt(time.Since(tr.base)) {
 		return true
 	}
 	if tr.sh.pause.on.Load() { // the group is paused: wait for the resume, holding the lease

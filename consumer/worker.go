@@ -24,10 +24,26 @@ type worker struct {
 	// term's base, read by term.execute): the handler's start, for its
 	// duration.
 	started time.Duration
+	// ended is the clock reading at the end of its last handler call, while
+	// runFrom runs tasks back to back (negative otherwise): the next task's
+	// start, so that a message costs one clock reading, not two. It is
+	// earlier than the true start by a settle and a lock, which a pause
+	// boundary (DrainTimeout and more before the deadline) does not notice.
+	ended time.Duration
+}
+
+// clock returns the time since base: the reading w made at the end of the
+// handler call it has just returned from (ended), else a new one.
+func (w *worker) clock(base time.Time) time.Duration {
+	if d := w.ended; d >= 0 {
+		w.ended = -1
+		return d
+	}
+	return time.Since(base)
 }
 
 func newWorker(termCtx context.Context) *worker {
-	w := &worker{}
+	w := &worker{ended: -1}
 	w.ctx = &handlerCtx{Context: termCtx, w: w}
 	return w
 }
