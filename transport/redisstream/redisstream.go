@@ -232,7 +232,6 @@ func (s *Source) OpenShards(ctx context.Context, from []transport.Position, shar
 		r.shard[j] = i
 	}
 	s.checkLost(ctx, from, shards)
-	r.aheadCtx, r.stopAhead = context.WithCancel(context.Background())
 	return r, nil
 }
 
@@ -408,27 +407,6 @@ type reader struct {
 	s     *Source
 	args  []string // XREAD's STREAMS: the names, then where each reads after; used by Fetch only
 	shard []int    // the shard of each stream read, in args' order
-
-	// ahead is the XREAD in flight past the last batch Fetch returned, nil
-	// when there is none: while the caller works through one batch, and
-	// while it is decoded, the next is on its way (a read has no effect on
-	// the stream, so reading ahead loses nothing). It is started only after
-	// a batch that was not empty.
-	ahead     chan readResult
-	aheadCtx  context.Context // ahead's reads'; cancelled by Close
-	stopAhead context.CancelFunc
-}
-
-type readResult struct {
-	res []redis.XStream
-	err error
-}
-
-// Close closes the reader; a read ahead in flight is cancelled and its
-// result dropped.
-func (r *reader) Close() error {
-	r.stopAhead()
-	return r.Closing.Close()
 }
 
 func (r *reader) Fetch(ctx context.Context) ([]*transport.Message, error) {
@@ -437,7 +415,7 @@ func (r *reader) Fetch(ctx context.Context) ([]*transport.Message, error) {
 		if err := r.Err(ctx); err != nil {
 			return nil, err
 		}
-		res, err := r.next(ctx)
+		res, err := r.read(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
@@ -464,53 +442,21 @@ func (r *reader) Fetch(ctx context.Context) ([]*transport.Message, error) {
 	}
 }
 
-// next returns what the read ahead returns, waiting for it (it stays in
-// flight if ctx ends first), or else reads now.
-func (r *reader) next(ctx context.Context) ([]redis.XStream, error) {
-	if r.ahead == nil {
-		return r.read(ctx)
-	}
-	select {
-	case got := <-r.ahead:
-		r.ahead = nil
-		return got.res, got.err
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	case <-r.Done():
-		return nil, transport.ErrClosed
-	}
-}
-
-// take moves each stream's read position past res, starts the next read
-// (ahead), and decodes res. If res cannot be decoded, the positions go
-// back to where res began and the read ahead is dropped: nothing is
-// skipped.
+// take decodes what XREAD returned and then moves each stream's read
+// position past it. A batch that cannot be decoded moves nothing: the
+// next Fetch reads it again, and nothing is skipped.
 func (r *reader) take(res []redis.XStream) ([]*transport.Message, error) {
-	n := len(r.shard)
-	from := slices.Clone(r.args[n:])
-	read, err := r.advance(res)
-	if err != nil || read == 0 {
+	out, err := r.decode(res)
+	if err != nil || len(out) == 0 {
 		return nil, err
 	}
-	r.readAhead()
-	out, err := r.decode(res, read)
-	if err != nil {
-		<-r.ahead // its result is after res: dropped
-		r.ahead = nil
-		copy(r.args[n:], from)
-		return nil, err
+	n := len(r.shard)
+	for _, st := range res {
+		if k := len(st.Messages); k > 0 {
+			r.args[n+r.slot(st.Stream)] = st.Messages[k-1].ID
+		}
 	}
 	return out, nil
-}
-
-// readAhead starts the next read, on a goroutine that ends with it.
-func (r *reader) readAhead() {
-	got := make(chan readResult, 1)
-	r.ahead = got
-	go func() {
-		res, err := r.read(r.aheadCtx)
-		got <- readResult{res, err}
-	}()
 }
 
 // read reads every stream of the reader once: one XREAD on a single
@@ -552,30 +498,24 @@ func (r *reader) read(ctx context.Context) ([]redis.XStream, error) {
 	return out, nil
 }
 
-// advance moves each stream's read position past what XREAD returned, and
-// returns how many entries that is.
-func (r *reader) advance(res []redis.XStream) (read int, err error) {
-	n := len(r.shard)
+// decode makes messages of what XREAD returned, with one allocation for
+// the messages themselves.
+func (r *reader) decode(res []redis.XStream) ([]*transport.Message, error) {
+	total := 0
+	for _, st := range res {
+		total += len(st.Messages)
+	}
+	if total == 0 {
+		return nil, nil
+	}
+	out := make([]*transport.Message, 0, total)
+	slab := make([]transport.Message, total)
 	for _, st := range res {
 		j := r.slot(st.Stream)
 		if j < 0 {
-			return 0, fmt.Errorf("redisstream: XREAD returned stream %q, which is not one this reader reads", st.Stream)
+			return nil, fmt.Errorf("redisstream: XREAD returned stream %q, which is not one this reader reads", st.Stream)
 		}
-		if k := len(st.Messages); k > 0 {
-			r.args[n+j] = st.Messages[k-1].ID
-			read += k
-		}
-	}
-	return read, nil
-}
-
-// decode makes messages of the read entries of res (advance has checked
-// their streams), with one allocation for the messages themselves.
-func (r *reader) decode(res []redis.XStream, read int) ([]*transport.Message, error) {
-	out := make([]*transport.Message, 0, read)
-	slab := make([]transport.Message, read)
-	for _, st := range res {
-		shard := r.shard[r.slot(st.Stream)]
+		shard := r.shard[j]
 		for _, x := range st.Messages {
 			m := &slab[len(out)]
 			if err := r.s.message(m, x, shard); err != nil {
