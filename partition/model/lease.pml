@@ -18,10 +18,19 @@
  * back (the script's clamp then holds it), and each worker maps server
  * time to its own through the samples of its replies, as clockmap.go does.
  *
+ * A lease is kept through a change of mapping: a registration that
+ * disagrees with the lease (the last two closed intervals no longer give
+ * its index and count) does not end it, it stops renewing it and keeps it
+ * to its cap, half a gap before M+2 begins on the server's clock, M being
+ * the interval of the registration that issued or last renewed it (keep).
+ * So does a worker that leaves cleanly. The worker serves its share until
+ * the new mapping's holders may start, instead of an interval less.
+ *
  * What happens, nondeterministically, within a budget of EVENTS faults
- * and membership changes: a worker joins, leaves or is killed -9 (the same
- * to the lease: it stops registering; a process that is gone does no
- * work), restarts with no memory (a leave then a join), is paused
+ * and membership changes: a worker joins, is killed -9 (it stops
+ * registering; a process that is gone does no work), leaves cleanly
+ * (SIGTERM: it stops registering and serves its lease to its cap, then
+ * exits), restarts with no memory (a kill then a join), is paused
  * (SIGSTOP: its lease counts to its deadline, as the process would act
  * when it wakes) and resumed; a request is delayed by up to DMAX ticks
  * (and the worker retries with the same token meanwhile), or lost, or runs
@@ -32,9 +41,10 @@
  * Properties, asserted every tick:
  *  exclusive: every live lease (an alive worker's, before its deadline)
  *    has the same r, and no two the same index;
- *  expires: a lease taken at a registration in m ends, on the server's
- *    clock, by half a gap before m+2 begins (the step the argument for
- *    exclusivity rests on, with the slack the clock assumptions spend);
+ *  expires: a lease taken or renewed at a registration in m ends, on the
+ *    server's clock, by half a gap before m+2 begins, kept or not (the
+ *    step the argument for exclusivity rests on, with the slack the clock
+ *    assumptions spend);
  *  complete: Q intervals after the last event, every running worker
  *    holds a lease, on 0..n-1 of n running workers.
  *
@@ -48,7 +58,13 @@
  *  BUG_QUAR  no quarantine after a new generation
  *  BUG_TRUST the script keeps the wanted index on the worker's word: no
  *            proof, no check that it is free
- * BUG_OPEN, BUG_ONE, BUG_LATE and BUG_TRUST must be refused. BUG_KEEP
+ *  BUG_CAP=n a lease kept n ticks past its cap (refused at n = 3 by
+ *            exclusive; at 1 and 2, a tick past the start of M+2, not within
+ *            2 events: the half gap before it is slack for the clocks)
+ *  BUG_CAPM  the cap counted from the registration that disagrees, not
+ *            from the one that issued or last renewed the lease
+ * BUG_OPEN, BUG_ONE, BUG_LATE, BUG_TRUST, BUG_CAP=3 and BUG_CAPM must be
+ * refused. BUG_KEEP
  * cannot be: keeping needs the proof token, and an index granted under
  * that token in N-1 is free in N (placement skips N-1's indexes, and one
  * token asks once), which the real model asserts as kept-free; the
@@ -138,11 +154,14 @@ bool holds[W];
 byte hk[W];            /* Assignment.Index */
 byte hr[W];            /* Assignment.Replicas */
 short hdl[W];          /* its local deadline */
+byte hM[W];            /* the interval of the registration that issued or last renewed it */
+bool retiring[W];      /* it left cleanly: registers no more, serves its lease to its cap */
 /* go: `r.pend`: a lease waiting out the quarantine */
 bool pend[W];
 byte pk[W];
 byte pr[W];
 short pdl[W];
+byte pM[W];
 /* the registration: go: `r.token`, `r.nextAt` */
 byte tok[W];
 bool calling[W];       /* tok was sent and not answered */
@@ -212,9 +231,10 @@ inline canon() {
 	if :: now > quiet + Q * I -> quiet = 0 :: else -> skip fi;
 	for (w : 0 .. W - 1) {
 		if :: holds[w] && now >= hdl[w] -> holds[w] = false :: else -> skip fi;
-		if :: !holds[w] -> hk[w] = 0; hr[w] = 0; hdl[w] = 0 :: else -> skip fi;
+		if :: retiring[w] && !holds[w] -> alive[w] = false; retiring[w] = false :: else -> skip fi;   /* its lease over, it exits */
+		if :: !holds[w] -> hk[w] = 0; hr[w] = 0; hdl[w] = 0; hM[w] = 0 :: else -> skip fi;
 		if :: pend[w] && now >= pdl[w] -> pend[w] = false :: else -> skip fi;
-		if :: !pend[w] -> pk[w] = 0; pr[w] = 0; pdl[w] = 0 :: else -> skip fi;
+		if :: !pend[w] -> pk[w] = 0; pr[w] = 0; pdl[w] = 0; pM[w] = 0 :: else -> skip fi;
 		if :: now >= quar[w] -> quar[w] = 0 :: else -> skip fi;
 		if :: !late[w] -> lateAt[w] = 0; lTok[w] = 0; lAim[w] = 0; lWant[w] = 0; lProof[w] = 0; lSent[w] = 0 :: else -> skip fi;
 		if :: !calling[w] -> cAim[w] = 0; cWant[w] = 0; cProof[w] = 0 :: else -> skip fi;
@@ -310,6 +330,24 @@ inline execute(tk, aim, want, proof) {
 	rOpen = C(rN)
 }
 
+/* A live lease the worker will not renew (a registration that disagrees,
+   or it left cleanly) is kept to its cap: half a gap before M+2 begins, on
+   the server's clock, M being the interval of the registration that issued
+   or last renewed it (hM). A lease is never cut short by it, only
+   lengthened: the worker serves its share until the new mapping's holders
+   may start, instead of standing down an interval before them. */
+inline keep(w, from) {
+	d = (from + 2) * I - (LO + 1) / 2;
+	/* expires, for a kept lease too: counted from the interval that issued
+	   or last renewed it */
+	assert(2 * d <= 2 * (hM[w] + 2) * I - LO);
+#ifdef BUG_CAP
+	d = d + BUG_CAP;                                 /* kept BUG_CAP ticks past its cap */
+#endif
+	d = d - bsk[w];
+	if :: d > hdl[w] -> hdl[w] = d :: else -> skip fi
+}
+
 /* go: runner.decide, at a registration in m = rN */
 inline decide(w) {
 	m = rN;
@@ -355,19 +393,29 @@ inline decide(w) {
 		:: else -> skip
 		fi;
 		if
-		:: !valid -> holds[w] = false; pend[w] = false   /* go: `l.endTerm(live, ErrMappingChanged)`; `r.pend = nil` */
+		:: !valid ->
+			pend[w] = false;                             /* go: `r.pend = nil` */
+			if
+#ifdef BUG_CAPM
+			:: holds[w] -> keep(w, m)                    /* the cap counted from the registration that disagrees */
+#else
+			:: holds[w] -> keep(w, hM[w])                /* go: `live.keep(...)`: served to its cap, not renewed */
+#endif
+			:: else -> skip
+			fi
 		:: else ->
 			if
 			:: holds[w] && hk[w] == k && hr[w] == rr ->
+				hM[w] = m;
 				if :: d > hdl[w] -> hdl[w] = d :: else -> skip fi   /* go: `live.renew(deadline)` */
 			:: else ->
 				holds[w] = false;
 				if
-				:: pend[w] && pk[w] == k && pr[w] == rr -> pdl[w] = d
+				:: pend[w] && pk[w] == k && pr[w] == rr -> pdl[w] = d; pM[w] = m
 #ifndef BUG_QUAR
-				:: !(pend[w] && pk[w] == k && pr[w] == rr) && now < quar[w] -> pend[w] = true; pk[w] = k; pr[w] = rr; pdl[w] = d
+				:: !(pend[w] && pk[w] == k && pr[w] == rr) && now < quar[w] -> pend[w] = true; pk[w] = k; pr[w] = rr; pdl[w] = d; pM[w] = m
 #endif
-				:: else -> holds[w] = true; hk[w] = k; hr[w] = rr; hdl[w] = d   /* go: `r.acquire(a, deadline)` */
+				:: else -> holds[w] = true; hk[w] = k; hr[w] = rr; hdl[w] = d; hM[w] = m   /* go: `r.acquire(a, deadline)` */
 				fi
 			fi
 		fi
@@ -485,10 +533,10 @@ inline checkComplete() {
 	if
 	:: now == quiet + Q * I ->
 		n = 0;
-		for (a : 0 .. W - 1) { if :: alive[a] && !paused[a] -> n++ :: else -> skip fi }
+		for (a : 0 .. W - 1) { if :: alive[a] && !paused[a] && !retiring[a] -> n++ :: else -> skip fi }
 		for (a : 0 .. W - 1) {
 			if
-			:: alive[a] && !paused[a] -> assert(holds[a] && now < hdl[a] && hr[a] == n && hk[a] < n)
+			:: alive[a] && !paused[a] && !retiring[a] -> assert(holds[a] && now < hdl[a] && hr[a] == n && hk[a] < n)
 			:: else -> skip
 			fi
 		}
@@ -499,7 +547,7 @@ inline checkComplete() {
 /* a worker leaves, or is killed -9: to the lease the same (it stops
    registering; a process that is gone does no work) */
 inline leave(w) {
-	alive[w] = false; holds[w] = false; calling[w] = false
+	alive[w] = false; holds[w] = false; calling[w] = false; retiring[w] = false
 }
 
 /* the store restarts empty: a new generation, the clamp lost */
@@ -511,8 +559,15 @@ inline storeLoss() {
 	gen = (gen + 1) % 4
 }
 
+/* a worker leaves cleanly (SIGTERM): it stops registering and serves the
+   lease it holds to its cap, then exits */
+inline retire(w) {
+	retiring[w] = true; calling[w] = false; pend[w] = false;
+	if :: holds[w] && now < hdl[w] -> keep(w, hM[w]) :: else -> holds[w] = false fi
+}
+
 inline join(w) {
-	alive[w] = true; paused[w] = false; probed[w] = false; hasSk[w] = false;
+	alive[w] = true; paused[w] = false; probed[w] = false; hasSk[w] = false; retiring[w] = false;
 	wgen[w] = NONE; holds[w] = false; pend[w] = false; calling[w] = false;
 	for (j : 0 .. R - 1) { hasRec[w * R + j] = false }
 	newest[w] = NONE;
@@ -558,7 +613,7 @@ inline step(w) {
 	fi
 }
 
-#define DUE(w) ((late[w] && lateAt[w] == now) || (alive[w] && !paused[w] && now >= nextDue[w]))
+#define DUE(w) ((late[w] && lateAt[w] == now) || (alive[w] && !paused[w] && !retiring[w] && now >= nextDue[w]))
 
 active proctype world() {
 	byte w, j, x, N, f, m, k, rr, n, a, b;
@@ -595,7 +650,8 @@ active proctype world() {
 			select (w : 0 .. W - 1);
 			if
 			:: !alive[w] -> event(); d_step { join(w) }                /* joins */
-			:: alive[w] -> event(); leave(w)                            /* leaves, or is killed -9 */
+			:: alive[w] -> event(); leave(w)                            /* is killed -9 */
+			:: alive[w] && !retiring[w] && !paused[w] -> event(); d_step { retire(w) }   /* leaves cleanly, serving to its cap */
 			:: alive[w] -> event(); d_step { join(w) }                 /* restarts: killed -9, and a new process with no memory */
 			:: alive[w] && !paused[w] -> event(); paused[w] = true    /* SIGSTOP */
 			:: alive[w] && paused[w] -> event(); paused[w] = false    /* SIGCONT: answers lost while stopped are retried */
@@ -630,7 +686,7 @@ active proctype world() {
 					if
 					:: pend[w] && now >= pdl[w] -> pend[w] = false
 					:: pend[w] && now < pdl[w] && now >= quar[w] ->
-						pend[w] = false; holds[w] = true; hk[w] = pk[w]; hr[w] = pr[w]; hdl[w] = pdl[w]
+						pend[w] = false; holds[w] = true; hk[w] = pk[w]; hr[w] = pr[w]; hdl[w] = pdl[w]; hM[w] = pM[w]
 					:: else -> skip
 					fi
 				:: else -> skip

@@ -9,6 +9,7 @@ import (
 const (
 	exclusive = "hr[a] == hr[b] && hk[a] != hk[b]"
 	expires   = "2 * d <= 2 * (m + 2) *" // spin prints I and LO as numbers
+	keptCap   = "2 * d <= 2 * (hM["      // expires, for a lease kept to its cap
 	complete  = "holds[a] && now < hdl[a] && hr[a] == n && hk[a] < n"
 )
 
@@ -52,6 +53,8 @@ func TestLeaseSeededBugs(t *testing.T) {
 		{"BUG_ONE", exclusive},   // from one closed interval, not two agreeing
 		{"BUG_LATE", expires},    // the deadline one gap late
 		{"BUG_TRUST", exclusive}, // the index kept on the worker's word
+		{"BUG_CAP=3", exclusive}, // a lease kept 3 ticks past its cap
+		{"BUG_CAPM", keptCap},    // the cap counted from the registration that disagrees
 	} {
 		t.Run(bug.define, func(t *testing.T) {
 			res := spintest.Check(t, "lease.pml", spintest.Run{
