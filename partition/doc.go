@@ -27,8 +27,11 @@
 // A new worker registers at once and holds nothing for two intervals: its
 // first registration has no closed interval to pair with, and a lease
 // needs two that agree. A change of membership changes every worker's
-// pair (the count), so the whole group stands down for about an interval
-// and comes back on the indexes it had. A settled group keeps its indexes
+// pair (the count): each worker stops renewing its term and keeps it to
+// its cap (half a gap before the new mapping's holders may start, which is
+// as long as any lease from its interval lasts), then takes its new share,
+// so each index goes unserved for about a gap and a half, not an interval.
+// A settled group keeps its indexes
 // indefinitely: the script grants each worker the index it held in the
 // interval before, so the order in which registrations arrive decides
 // nothing, and jitter moves nobody.
@@ -137,8 +140,9 @@
 //     anything.
 //
 // A worker that registers and then dies stays counted in the interval it
-// last registered in, so its share goes unowned until the group has stood
-// down and re-formed without it: about two intervals.
+// last registered in, so its share goes unowned until the group has
+// re-formed without it: about two intervals (the others serve their old
+// shares to their caps meanwhile).
 //
 // # Keys
 //

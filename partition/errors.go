@@ -26,7 +26,10 @@ var (
 
 	// ErrMappingChanged ends a term because the last two closed intervals no
 	// longer agree on this worker's (index, replicas): membership changed, or
-	// this worker missed a registration.
+	// this worker missed a registration. The term is not cut short: from
+	// the registration that disagrees it is no longer renewed and is kept
+	// to its cap, half a gap before the new mapping's holders may start,
+	// and ends there.
 	ErrMappingChanged = errors.New("partition: mapping changed")
 
 	// ErrExpired ends a term because its deadline passed before a

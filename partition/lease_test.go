@@ -378,11 +378,16 @@ func TestCurrentChecksTheClockEvenWhenRunIsStalled(t *testing.T) {
 	})
 }
 
-// A join changes replicas, so every holder stands down once and comes back
-// with its new share. Registration jitter must not cost anything more: the
-// worker registering past the old count takes a slot after every old slot,
-// not a fraction of a millisecond behind the last one.
-func TestJoinCostsEachHolderOneStandDownUnderJitter(t *testing.T) {
+// A join changes replicas, so every holder hands over once and comes back
+// with its new share. It keeps its old lease to its cap (half a gap before
+// the new mapping's holders may start) instead of standing down at the
+// registration that disagrees, so it holds nothing for about a gap and a
+// half and the slots (at most 3 gaps here; a whole interval, 202ms,
+// standing down at once), and its old term ends for the mapping change,
+// not by expiry. Registration jitter must not cost anything more: the
+// worker registering past the old count takes a slot after every old
+// slot, not a fraction of a millisecond behind the last one.
+func TestJoinCostsEachHolderOneShortHandoverUnderJitter(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := newSim(t, simOpts, 7)
 		jitter := func(w *simWorker) { w.k.set(func(k *link) { k.jitter = 2 * time.Millisecond }) }
@@ -413,6 +418,9 @@ func TestJoinCostsEachHolderOneStandDownUnderJitter(t *testing.T) {
 					if h.worker != id || (h.closed && !h.end.After(t0)) {
 						continue
 					}
+					if h.start.Before(t0) && !errors.Is(h.why, ErrMappingChanged) {
+						t.Errorf("join %d: worker %d's term from before the join ended with %v; want ErrMappingChanged at its cap", trial, id, h.why)
+					}
 					if h.start.After(t0) {
 						terms[id]++
 						if !last.IsZero() {
@@ -430,8 +438,8 @@ func TestJoinCostsEachHolderOneStandDownUnderJitter(t *testing.T) {
 				if terms[id] != 1 {
 					t.Errorf("join %d: worker %d took %d terms after the join; want exactly 1", trial, id, terms[id])
 				}
-				if idle[id] > simOpts.Interval*5/4 {
-					t.Errorf("join %d: worker %d stood down for %v; want at most one interval and a little (a reshuffle beyond the change itself)", trial, id, idle[id])
+				if gap := time.Duration(simOpts.Gap * float64(simOpts.Interval)); idle[id] > 3*gap {
+					t.Errorf("join %d: worker %d held nothing for %v; want at most 3 gaps (%v): its old lease kept to its cap", trial, id, idle[id], 3*gap)
 				}
 			}
 		}

@@ -24,6 +24,7 @@ type result struct {
 
 type pending struct {
 	a        Assignment
+	m        int64 // the interval of the registration that issued it
 	start    time.Time
 	deadline time.Time
 }
@@ -56,14 +57,14 @@ func (r *runner) loop() error {
 		now := l.clock.Now()
 		// Local expiry first: the deadline is a timer, not an error.
 		if t := l.liveTerm(); t != nil && !now.Before(t.localDeadline()) {
-			l.endTerm(t, ErrExpired)
+			r.expire(t)
 		}
 		if p := r.pend; p != nil {
 			if !now.Before(p.deadline) {
 				r.pend = nil
 			} else if !now.Before(p.start) {
 				r.pend = nil
-				r.acquire(p.a, p.deadline)
+				r.acquire(p.a, p.m, p.deadline)
 				continue
 			}
 		}
@@ -262,7 +263,7 @@ func (r *runner) decide(cur record) {
 	}
 	live := l.liveTerm()
 	if live != nil && !live.Held() {
-		l.endTerm(live, ErrExpired)
+		r.expire(live)
 		live = nil
 	}
 	p1, ok1 := r.find(m - 1)
@@ -279,13 +280,14 @@ func (r *runner) decide(cur record) {
 	}
 	if !valid {
 		if live != nil {
-			l.endTerm(live, ErrMappingChanged)
+			r.keep(live, ErrMappingChanged)
 		}
 		r.pend = nil
 		return
 	}
 	a := Assignment{Index: k, Replicas: rr, Token: token(m, l.iv)}
 	if live != nil && live.a.Index == k && live.a.Replicas == rr {
+		live.m, live.kept = m, nil
 		live.renew(deadline)
 		l.emit(traceEvent{kind: traceRenewed, a: live.a, at: l.clock.Host(l.clock.Now()), deadline: l.clock.Host(deadline)})
 		return
@@ -294,23 +296,55 @@ func (r *runner) decide(cur record) {
 		l.endTerm(live, ErrMappingChanged)
 	}
 	if p := r.pend; p != nil && p.a.Index == k && p.a.Replicas == rr {
-		p.deadline = deadline
+		p.m, p.deadline = m, deadline
 		return
 	}
 	if l.clock.Now().Before(r.quarantine) {
-		r.pend = &pending{a: a, start: r.quarantine, deadline: deadline}
+		r.pend = &pending{a: a, m: m, start: r.quarantine, deadline: deadline}
 		return
 	}
-	r.acquire(a, deadline)
+	r.acquire(a, m, deadline)
 }
 
-func (r *runner) acquire(a Assignment, deadline time.Time) {
+// keep stops renewing t, for why, and keeps it to its cap: half a gap
+// before the start of m+2 on the server's clock, m being the interval of
+// the registration that issued or last renewed it. A lease from m ends by
+// then whether renewed or not, and the next mapping's holders start after
+// it (docs/PROTOCOL.md, "The lease rule"; partition/model/lease.pml checks
+// it), so the worker serves its share until they may, instead of standing
+// down at once. It never ends t sooner than its deadline would.
+func (r *runner) keep(t *Term, why error) {
+	l := r.l
+	if standDownAtChange.Load() {
+		l.endTerm(t, why)
+		return
+	}
+	if t.kept == nil {
+		l.log.Info("lease kept to its cap", "index", t.a.Index, "replicas", t.a.Replicas, "why", why)
+	}
+	t.kept = why
+	cap := r.clock.local((t.m+2)*l.iv - l.lo/2)
+	t.renew(cap)
+	l.emit(traceEvent{kind: traceRenewed, a: t.a, at: l.clock.Host(l.clock.Now()), deadline: l.clock.Host(t.localDeadline())})
+}
+
+// expire ends t at its deadline: ErrExpired, or why it was kept to it.
+func (r *runner) expire(t *Term) {
+	why := ErrExpired
+	if t.kept != nil {
+		why = t.kept
+	}
+	r.l.endTerm(t, why)
+}
+
+func (r *runner) acquire(a Assignment, m int64, deadline time.Time) {
 	l := r.l
 	now := l.clock.Now()
 	if !now.Before(deadline) {
 		return
 	}
 	t := newTerm(a, l.clock, now, deadline)
+	t.m = m
 	l.setTerm(t, false)
 	l.noteAcquired()
 	l.log.Info("lease acquired", "index", a.Index, "replicas", a.Replicas, "token", a.Token, "deadline", deadline.Sub(now))

@@ -3,6 +3,7 @@ package partition
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/nandi-go/nandi/internal/leaseseam"
 )
@@ -18,7 +19,13 @@ func init() {
 		s := st.(*memStore)
 		return newLease(&memLink{s: s, iv: opts.Interval.Microseconds(), ppm: gapPPM(opts.Gap)}, opts), nil
 	})
+	leaseseam.ProvideStandDown(standDownAtChange.Store)
 }
+
+// standDownAtChange: a registration that disagrees ends the term at once
+// instead of keeping it to its cap (the rule before it was kept), for
+// benchmarks that compare the two (leaseseam.StandDownAtChange).
+var standDownAtChange atomic.Bool
 
 // memLink is a worker's way to a memStore, with no faults.
 type memLink struct {

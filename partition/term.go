@@ -41,6 +41,13 @@ type Term struct {
 	deadline time.Time // on clock
 	err      error
 	renewal  chan struct{} // closed and replaced at each renewal, closed at the end
+
+	// Kept only by the lease's runner: m is the interval of the
+	// registration that issued or last renewed the term; kept, once the
+	// mapping changed, why it is no longer renewed (it is served to its cap
+	// and then ends with kept).
+	m    int64
+	kept error
 }
 
 func newTerm(a Assignment, clock Clock, start, deadline time.Time) *Term {

@@ -39,3 +39,20 @@ func NewRegistry() *Registry {
 // NewLease returns a *partition.Lease (as any) for opts (a
 // partition.Options) on r.
 func NewLease(r *Registry, opts any) (any, error) { return newLease(r.store, opts) }
+
+var standDown func(bool)
+
+// ProvideStandDown is called by package partition with the switch below.
+func ProvideStandDown(set func(bool)) { standDown = set }
+
+// StandDownAtChange makes every lease in the process end its term at once
+// at a registration that disagrees (ErrMappingChanged), as leases did
+// before a term was kept to its cap through a change of mapping: for
+// benchmarks that measure the two side by side. Switch it only while no
+// lease runs.
+func StandDownAtChange(on bool) {
+	if standDown == nil {
+		panic("leaseseam: package partition is not loaded; import it")
+	}
+	standDown(on)
+}

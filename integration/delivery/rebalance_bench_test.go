@@ -1,0 +1,175 @@
+package delivery
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"sync"
+	"testing"
+	"text/tabwriter"
+	"time"
+
+	"github.com/nandi-go/nandi/consumer"
+	"github.com/nandi-go/nandi/internal/leaseseam"
+	"github.com/nandi-go/nandi/internal/redistest"
+	"github.com/nandi-go/nandi/partition"
+	"github.com/nandi-go/nandi/transport"
+	"github.com/nandi-go/nandi/transport/redisstream"
+)
+
+// rebalanceRun is one busy group going through one change of membership.
+type rebalanceRun struct {
+	mu   sync.Mutex
+	done []completion // every task completed, in order
+}
+
+type completion struct {
+	at     time.Time
+	worker int
+}
+
+// BenchmarkRebalanceFigures: what a change of membership costs a busy
+// group (issue 35). A group on 24 aligned Redis streams with a deep
+// backlog, handlers of 2ms, Concurrency 4, an interval of 500ms; a worker
+// joins (4 -> 5) or one leaves cleanly (5 -> 4: its context is cancelled,
+// it drains). "flow kept" is what the group completed in the 4 intervals
+// after the change, over what the workers that stay completed in the 4
+// intervals before it (a perfect handover keeps about 1.0 or more); "longest
+// pause" is the longest window in those 4 intervals with nothing completed,
+// in intervals. Each change 3 times with leases kept to their cap through
+// the change (now) and ended at the registration that disagrees (before),
+// alternating, in one run; medians.
+//
+//	go test -run '^$' -bench RebalanceFigures -benchtime 1x ./integration/delivery/
+func BenchmarkRebalanceFigures(b *testing.B) {
+	const (
+		iv     = 500 * time.Millisecond
+		shards = 24
+		trials = 3
+	)
+	srv := redistest.Start(b)
+	names := redisstream.Names("rebalance", shards)
+	fillAligned(srv.Client(), names, 400_000)
+	type key struct {
+		change string
+		before bool
+	}
+	flow, pause := map[key][]float64{}, map[key][]float64{}
+	for trial := range trials {
+		for _, change := range []string{"join 4 -> 5", "clean leave 5 -> 4"} {
+			for _, before := range []bool{false, true} {
+				leaseseam.StandDownAtChange(before)
+				f, p := rebalanceOnce(b, srv, names, iv, change, fmt.Sprintf("rb-%d-%t-%d", trial, before, len(change)))
+				k := key{change, before}
+				flow[k], pause[k] = append(flow[k], f), append(pause[k], p)
+			}
+		}
+	}
+	leaseseam.StandDownAtChange(false)
+	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+	defer tw.Flush()
+	fmt.Fprintf(tw, "rebalance, %s, 24 aligned streams, 2ms handlers, Concurrency 4, interval %v\tflow kept\tlongest pause (intervals)\n", time.Now().UTC().Format("2006-01-02"), iv)
+	for _, change := range []string{"join 4 -> 5", "clean leave 5 -> 4"} {
+		for _, before := range []bool{true, false} {
+			how := "leases kept to their cap"
+			if before {
+				how = "standing down at once (before)"
+			}
+			k := key{change, before}
+			fmt.Fprintf(tw, "%s, %s\t%.2f (%.2f-%.2f)\t%.2f (%.2f-%.2f)\n", change, how,
+				median(flow[k]), slices.Min(flow[k]), slices.Max(flow[k]), median(pause[k]), slices.Min(pause[k]), slices.Max(pause[k]))
+		}
+	}
+	for range b.N {
+	}
+}
+
+// rebalanceOnce runs a fresh group through change and returns the flow
+// kept and the longest pause, in intervals.
+func rebalanceOnce(b *testing.B, srv *redistest.Server, names []string, iv time.Duration, change, group string) (flow, pause float64) {
+	run := &rebalanceRun{}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var wg sync.WaitGroup
+	var leases []*partition.Lease
+	var stops []context.CancelFunc
+	start := func() {
+		id := len(leases)
+		l, err := partition.New(srv.Client(), partition.Options{Name: group, Interval: iv})
+		if err != nil {
+			b.Fatal(err)
+		}
+		src, err := redisstream.NewSharded(srv.Client(), names, redisstream.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		c, err := consumer.New(l, src, func(context.Context, *transport.Message) error {
+			time.Sleep(2 * time.Millisecond)
+			run.mu.Lock()
+			run.done = append(run.done, completion{time.Now(), id})
+			run.mu.Unlock()
+			return nil
+		}, consumer.Options{Concurrency: 4})
+		if err != nil {
+			b.Fatal(err)
+		}
+		wctx, stop := context.WithCancel(ctx)
+		leases, stops = append(leases, l), append(stops, stop)
+		wg.Go(func() { _ = c.Run(wctx) })
+	}
+	covered := func(n int, ls []*partition.Lease) func() bool {
+		return func() bool {
+			for _, l := range ls {
+				if a, ok := l.Current(); !ok || a.Replicas != n {
+					return false
+				}
+			}
+			return true
+		}
+	}
+	from := 4
+	if change != "join 4 -> 5" {
+		from = 5
+	}
+	for range from {
+		start()
+	}
+	redistest.WaitFor(b, 30*time.Second, "the group settled", covered(from, leases))
+	time.Sleep(4 * iv) // steady: the 4 intervals measured before the change
+	t0 := time.Now()
+	stay := map[int]bool{}
+	for i := range from {
+		stay[i] = true
+	}
+	if from == 4 {
+		start()
+	} else {
+		delete(stay, 4)
+		stops[4]()
+	}
+	time.Sleep(4*iv + iv/10)
+	cancel()
+	wg.Wait()
+
+	run.mu.Lock()
+	defer run.mu.Unlock()
+	var steady, after int
+	last := t0
+	longest := time.Duration(0)
+	for _, c := range run.done {
+		switch {
+		case c.at.Before(t0) && !c.at.Before(t0.Add(-4*iv)) && stay[c.worker]:
+			steady++
+		case !c.at.Before(t0) && c.at.Before(t0.Add(4*iv)):
+			after++
+			longest = max(longest, c.at.Sub(last))
+			last = c.at
+		}
+	}
+	longest = max(longest, t0.Add(4*iv).Sub(last))
+	if steady == 0 {
+		b.Fatalf("%s: nothing completed in the 4 intervals before the change", change)
+	}
+	return float64(after) / float64(steady), float64(longest) / float64(iv)
+}
