@@ -319,6 +319,51 @@ func TestPauseLongerThanALease(t *testing.T) {
 	}
 }
 
+// Faults during a handoff: a worker joins a settled group of 3, and about
+// an interval later, while every old holder serves its lease to its cap
+// (the lease is no longer renewed after the change), one of them is
+// stopped across its cap (SIGSTOP for 2 intervals), or killed -9, or a
+// second worker joins. Never two holders, no task started without its
+// lease, every task done (exactly once on the clean second join), and
+// the group re-forms. make test runs the SIGSTOP; make chaos all three.
+func TestFaultsDuringAHandoff(t *testing.T) {
+	type fault struct {
+		name  string
+		exact bool
+		n     int // workers at the end
+		do    func(f *fleet)
+	}
+	faults := []fault{{"SIGSTOP across the cap", false, 4, func(f *fleet) {
+		f.signal(2, syscall.SIGSTOP)
+		time.Sleep(2 * f.interval)
+		f.signal(2, syscall.SIGCONT)
+	}}}
+	if chaosScale > 1 {
+		faults = append(faults,
+			fault{"kill -9 while kept", false, 3, func(f *fleet) { f.kill(2) }},
+			fault{"a second join", true, 5, func(f *fleet) { f.start() }})
+	}
+	for _, ft := range faults {
+		t.Run(ft.name, func(t *testing.T) {
+			f := newFleet(t, 300*time.Millisecond)
+			f.work = 20 * time.Millisecond // so that the fault lands inside tasks
+			ids, each := 200*chaosScale, 4
+			for range 3 {
+				f.start()
+			}
+			produced := f.produce(ids, each, 3*time.Second)
+			time.Sleep(2*time.Second + time.Duration(rand.Int64N(int64(f.interval))))
+			f.start()
+			time.Sleep(f.interval + time.Duration(rand.Int64N(int64(f.interval/2))))
+			ft.do(f)
+			at := f.mark()
+			<-produced
+			h := f.finish(ids, each, ft.exact)
+			f.reform(h, at, ft.n, 10*f.interval, ft.name)
+		})
+	}
+}
+
 // A store that stops answering one worker (its link holds every byte):
 // its lease runs out on its clock, the others take over, and it comes back.
 func TestStoreThatStopsAnsweringOneWorker(t *testing.T) {
