@@ -105,6 +105,9 @@ func (c *Consumer) record(l Lag, lagErr error) *presence.Record {
 	}
 	if tr := c.cur.Load(); tr != nil && r.Held && tr.a.Token == r.Token && tr.a.Index == r.Index {
 		r.Since = tr.t.Start()
+		if tr.t.HandingOver() {
+			r.HandingOver, r.Until = true, tr.t.Deadline()
+		}
 		if read, of := c.reading(); len(read) < of {
 			r.Shards, r.Of = read, of
 		}

@@ -18,6 +18,7 @@
 //	nandi_lease_index                           gauge    the index held; -1 when none
 //	nandi_lease_replicas                        gauge    the replicas of the term held; 0 when none
 //	nandi_lease_token                           gauge    the fencing token of the term held; 0 when none
+//	nandi_lease_handing_over                    gauge    1 while the term held is handed over (kept to its cap after a change of mapping)
 //	nandi_lease_calls_total                     counter  registration calls the store answered
 //	nandi_lease_registrations_total             counter  calls the group counted (one per interval when healthy)
 //	nandi_lease_registration_failures_total     counter  calls that failed: network, timeout, WAIT not acknowledged

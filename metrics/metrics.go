@@ -81,7 +81,7 @@ func labels(o Options, group string) prometheus.Labels {
 
 type leaseCollector struct {
 	stats                                                       func() partition.Stats
-	held, index, replicas, token                                *prometheus.Desc
+	held, index, replicas, token, handingOver                   *prometheus.Desc
 	calls, regs, failures, refusals, latency, terms, standDowns *prometheus.Desc
 	heldTime, unheldTime                                        *prometheus.Desc
 }
@@ -92,20 +92,21 @@ func newLeaseCollector(group string, stats func() partition.Stats, o Options) *l
 		return prometheus.NewDesc(prometheus.BuildFQName(o.Namespace, "lease", name), help, vars, cl)
 	}
 	return &leaseCollector{
-		stats:      stats,
-		held:       d("held", "1 while a term is held, else 0."),
-		index:      d("index", "The index held; -1 when none."),
-		replicas:   d("replicas", "The replicas of the term held; 0 when none."),
-		token:      d("token", "The fencing token of the term held; 0 when none."),
-		calls:      d("calls_total", "Registration calls the store answered."),
-		regs:       d("registrations_total", "Registration calls the group counted."),
-		failures:   d("registration_failures_total", "Registration calls that failed (network, timeout, WAIT not acknowledged)."),
-		refusals:   d("registration_refusals_total", "Registration calls refused because the group runs with other settings."),
-		latency:    d("registration_duration_seconds", "Round trip of every answered registration call."),
-		terms:      d("terms_total", "Terms acquired."),
-		standDowns: d("stand_downs_total", "Terms ended, by reason.", "reason"),
-		heldTime:   d("held_seconds_total", "Time spent holding a term."),
-		unheldTime: d("unheld_seconds_total", "Time spent running without a term (joining, standing down)."),
+		stats:       stats,
+		held:        d("held", "1 while a term is held, else 0."),
+		index:       d("index", "The index held; -1 when none."),
+		replicas:    d("replicas", "The replicas of the term held; 0 when none."),
+		token:       d("token", "The fencing token of the term held; 0 when none."),
+		handingOver: d("handing_over", "1 while the term held is handed over: the mapping changed, and it is kept to its cap, where the new mapping's holders take over."),
+		calls:       d("calls_total", "Registration calls the store answered."),
+		regs:        d("registrations_total", "Registration calls the group counted."),
+		failures:    d("registration_failures_total", "Registration calls that failed (network, timeout, WAIT not acknowledged)."),
+		refusals:    d("registration_refusals_total", "Registration calls refused because the group runs with other settings."),
+		latency:     d("registration_duration_seconds", "Round trip of every answered registration call."),
+		terms:       d("terms_total", "Terms acquired."),
+		standDowns:  d("stand_downs_total", "Terms ended, by reason.", "reason"),
+		heldTime:    d("held_seconds_total", "Time spent holding a term."),
+		unheldTime:  d("unheld_seconds_total", "Time spent running without a term (joining, between terms)."),
 	}
 }
 
@@ -122,7 +123,9 @@ func (c *leaseCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(c.index, float64(s.Current.Index))
 		gauge(c.replicas, float64(s.Current.Replicas))
 		gauge(c.token, float64(s.Current.Token))
+		gauge(c.handingOver, map[bool]float64{false: 0, true: 1}[s.HandingOver])
 	} else {
+		gauge(c.handingOver, 0)
 		gauge(c.held, 0)
 		gauge(c.index, -1)
 		gauge(c.replicas, 0)

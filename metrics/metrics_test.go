@@ -78,7 +78,7 @@ func TestEveryFigureHasItsMetric(t *testing.T) {
 	for range 7 {
 		h.Observe(3 * time.Millisecond)
 	}
-	ls := partition.Stats{Held: true, Current: partition.Assignment{Index: 2, Replicas: 5, Token: 77},
+	ls := partition.Stats{Held: true, Current: partition.Assignment{Index: 2, Replicas: 5, Token: 77}, HandingOver: true,
 		Calls: 11, Registrations: 12, Failures: 13, Refusals: 14, Acquired: 15,
 		Lost:     map[string]int64{"mapping_changed": 16, "expired": 17, "generation_changed": 18, "stopped": 19},
 		HeldTime: 20 * time.Second, UnheldTime: 21 * time.Second, Latency: h.Snapshot()}
@@ -109,7 +109,7 @@ func TestEveryFigureHasItsMetric(t *testing.T) {
 	}
 	reg.MustRegister(consumerCollectorOf("g", func() consumer.Stats { return cs }, lag, func() int64 { return 42 }, o))
 	want := map[string]float64{
-		"nandi_lease_held": 1, "nandi_lease_index": 2, "nandi_lease_replicas": 5, "nandi_lease_token": 77,
+		"nandi_lease_held": 1, "nandi_lease_index": 2, "nandi_lease_replicas": 5, "nandi_lease_token": 77, "nandi_lease_handing_over": 1,
 		"nandi_lease_calls_total": 11, "nandi_lease_registrations_total": 12, "nandi_lease_registration_failures_total": 13,
 		"nandi_lease_registration_refusals_total": 14, "nandi_lease_terms_total": 15,
 		"nandi_lease_stand_downs_total{reason=mapping_changed}": 16, "nandi_lease_stand_downs_total{reason=expired}": 17,

@@ -402,8 +402,31 @@ func TestJoinCostsEachHolderOneShortHandoverUnderJitter(t *testing.T) {
 		for trial := range 6 {
 			s.advance(time.Duration(rnd.Int64N(int64(simOpts.Interval))))
 			t0 := time.Now()
+			var before []*Term
+			olds := s.sorted()
+			for _, w := range olds {
+				before = append(before, w.l.Term())
+			}
 			jitter(s.join())
-			s.advance(5 * simOpts.Interval)
+			// Within 2 intervals every old term is handed over (kept to its
+			// cap, not renewed) or has ended there.
+			for range 40 {
+				s.advance(simOpts.Interval / 20)
+				for i, tm := range before {
+					if tm != nil && tm.HandingOver() {
+						if st := olds[i].l.Stats(); tm.Held() && !st.HandingOver {
+							t.Errorf("join %d: worker %d's term is handed over, its Stats say not", trial, olds[i].id)
+						}
+						before[i] = nil
+					}
+				}
+			}
+			for _, tm := range before {
+				if tm != nil {
+					t.Errorf("join %d: a term of %+v was never seen handed over (Err %v)", trial, tm.Assignment(), tm.Err())
+				}
+			}
+			s.advance(3 * simOpts.Interval)
 			if err := s.settled(); err != nil {
 				t.Fatalf("join %d: %v", trial, err)
 			}

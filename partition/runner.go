@@ -288,7 +288,7 @@ func (r *runner) decide(cur record) {
 	a := Assignment{Index: k, Replicas: rr, Token: token(m, l.iv)}
 	if live != nil && live.a.Index == k && live.a.Replicas == rr {
 		live.m, live.kept = m, nil
-		live.renew(deadline)
+		live.resume(deadline)
 		l.emit(traceEvent{kind: traceRenewed, a: live.a, at: l.clock.Host(l.clock.Now()), deadline: l.clock.Host(deadline)})
 		return
 	}
@@ -323,8 +323,7 @@ func (r *runner) keep(t *Term, why error) {
 		l.log.Info("lease kept to its cap", "index", t.a.Index, "replicas", t.a.Replicas, "why", why)
 	}
 	t.kept = why
-	cap := r.clock.local((t.m+2)*l.iv - l.lo/2)
-	t.renew(cap)
+	t.keepTo(r.clock.local((t.m+2)*l.iv - l.lo/2))
 	l.emit(traceEvent{kind: traceRenewed, a: t.a, at: l.clock.Host(l.clock.Now()), deadline: l.clock.Host(t.localDeadline())})
 }
 

@@ -14,6 +14,9 @@ type Stats struct {
 	Running bool       // Run has started and not returned
 	Held    bool       // a term is held at this instant
 	Current Assignment // what is held (zero when Held is false)
+	// HandingOver: the term held is being handed over (the mapping
+	// changed; it is kept to its cap, Term.HandingOver).
+	HandingOver bool
 
 	Calls         int64 // registration calls answered (registered or not)
 	Registrations int64 // calls the group counted: one per interval in a steady group
@@ -167,7 +170,7 @@ func (l *Lease) Stats() Stats {
 			out.HeldTime += d
 		}
 		if live.Held() {
-			out.Held, out.Current = true, live.a
+			out.Held, out.Current, out.HandingOver = true, live.a, live.HandingOver()
 		}
 	}
 	if !s.runStart.IsZero() {

@@ -37,10 +37,11 @@ type Term struct {
 	done    chan struct{}
 	renewed chan time.Time // capacity 1, holds the latest deadline
 
-	mu       sync.Mutex
-	deadline time.Time // on clock
-	err      error
-	renewal  chan struct{} // closed and replaced at each renewal, closed at the end
+	mu          sync.Mutex
+	deadline    time.Time // on clock
+	err         error
+	renewal     chan struct{} // closed and replaced at each renewal, closed at the end
+	handingOver bool          // kept to its cap: the mapping changed
 
 	// Kept only by the lease's runner: m is the interval of the
 	// registration that issued or last renewed the term; kept, once the
@@ -145,6 +146,35 @@ func (t *Term) renew(deadline time.Time) {
 	default:
 	}
 	t.renewed <- t.clock.Host(deadline)
+}
+
+// HandingOver reports whether the term is being handed over: the
+// mapping changed, so it is no longer renewed and is kept to its cap
+// (Deadline), half a gap before the new mapping's holders may start. Its
+// holder serves it until then, draining DrainTimeout before it (package
+// consumer).
+func (t *Term) HandingOver() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.handingOver
+}
+
+// keepTo marks the term handed over and moves its deadline to cap, if
+// later.
+func (t *Term) keepTo(cap time.Time) {
+	t.mu.Lock()
+	t.handingOver = true
+	t.mu.Unlock()
+	t.renew(cap)
+}
+
+// resume renews a term an agreeing registration holds again (the mapping
+// changed back): it is no longer handed over.
+func (t *Term) resume(deadline time.Time) {
+	t.mu.Lock()
+	t.handingOver = false
+	t.mu.Unlock()
+	t.renew(deadline)
 }
 
 // end ends the term with err; it reports whether this call ended it.

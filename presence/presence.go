@@ -40,6 +40,12 @@ type Record struct {
 	// all.
 	Shards []int `json:"shards,omitempty"`
 	Of     int   `json:"of,omitempty"`
+	// HandingOver is true while the share is handed over: the mapping
+	// changed, so the lease is no longer renewed and is kept to its cap,
+	// Until, half a gap before the new mapping's holders may start
+	// (partition.Term.HandingOver).
+	HandingOver bool      `json:"handing_over,omitempty"`
+	Until       time.Time `json:"until,omitzero"`
 
 	Handled  int64 `json:"handled"`   // tasks done since the worker started
 	Failed   int64 `json:"failed"`    // failed attempts since the worker started

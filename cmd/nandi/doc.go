@@ -44,7 +44,7 @@
 // HTTPS, -tls-proxy marks the cookie Secure behind an ingress that
 // terminates TLS. Idle connections close after 2 minutes; at most 256
 // pages stream at once. plan says what a setting
-// costs (time to a first lease, stand-down per change, spacing of
+// costs (time to a first lease, pause per change, spacing of
 // registrations) and whether the network fits inside the gap; with -redis
 // it measures the round trip itself. It exits 1 on a verdict of FAIL, 2 on
 // settings no lease accepts.

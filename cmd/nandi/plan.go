@@ -17,7 +17,7 @@ type Plan struct {
 	Workers        int
 	RTT, Jitter    time.Duration
 	FirstLease     [2]time.Duration // a new worker's first lease, from..to
-	StandDown      time.Duration    // the whole group, per change of membership
+	Pause          time.Duration    // each share, per change of membership: the drain and the handover
 	Assigned       [2]time.Duration // every index held again after a change
 	CrashUnowned   time.Duration    // a crashed worker's share
 	Spacing        time.Duration    // between neighbouring registrations
@@ -31,7 +31,7 @@ type Plan struct {
 func plan(iv time.Duration, gap float64, workers int, rtt, jitter time.Duration) Plan {
 	g := partition.Margin(iv, gap)
 	p := Plan{Interval: iv, Gap: g, Workers: workers, RTT: rtt, Jitter: jitter,
-		FirstLease: [2]time.Duration{2 * iv, 3 * iv}, StandDown: iv,
+		FirstLease: [2]time.Duration{2 * iv, 3 * iv}, Pause: 7 * g / 2,
 		Assigned:       [2]time.Duration{iv * 20 / 10, iv * 28 / 10},
 		CrashUnowned:   2 * iv,
 		Spacing:        min(time.Duration(float64(iv)*(1-2.5*gap)/float64(max(workers, 1))), time.Millisecond),
@@ -67,7 +67,7 @@ func printPlan(w io.Writer, p Plan) {
 	fmt.Fprintf(tw, "settings\tinterval %v, gap %v, %d workers\n", p.Interval, p.Gap, p.Workers)
 	fmt.Fprintf(tw, "network\tround trip %v, jitter %v\n", p.RTT, p.Jitter)
 	fmt.Fprintf(tw, "first lease of a new worker\t%v to %v\n", p.FirstLease[0], p.FirstLease[1])
-	fmt.Fprintf(tw, "stand-down per change of membership\tabout %v (the whole group)\n", p.StandDown)
+	fmt.Fprintf(tw, "pause per change of membership\tabout %v per share (the drain, and a gap and a half to the new holders' first registrations)\n", p.Pause)
 	fmt.Fprintf(tw, "every index held again after a change\t%v to %v\n", p.Assigned[0], p.Assigned[1])
 	fmt.Fprintf(tw, "a crashed worker's share unowned\tabout %v\n", p.CrashUnowned)
 	fmt.Fprintf(tw, "spacing of registrations\t%v\n", p.Spacing)

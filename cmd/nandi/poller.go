@@ -19,12 +19,13 @@ type Cell struct {
 	Interval int64 `json:"interval"`
 	Count    int   `json:"count"`
 	Closed   bool  `json:"closed"`
-	// Rebalance: the count differs from the interval before's. StandDown:
-	// the two closed intervals before this one disagree, so no worker
-	// holds a share during it (the lease rule). Generation: the store's
+	// Rebalance: the count differs from the interval before's. Handover:
+	// the two closed intervals before this one disagree, so no lease is
+	// issued or renewed during it: the holders serve their old shares to
+	// their caps, near its end (the lease rule). Generation: the store's
 	// generation changed while this interval was current.
 	Rebalance  bool `json:"rebalance,omitempty"`
-	StandDown  bool `json:"stand_down,omitempty"`
+	Handover   bool `json:"handover,omitempty"`
 	Generation bool `json:"generation,omitempty"`
 }
 
@@ -253,14 +254,14 @@ func (tk *tracker) strip() []Cell {
 		prev, ok1 := tk.cells[k-1]
 		prev2, ok2 := tk.cells[k-2]
 		c.Rebalance = ok1 && prev.Closed && prev.Count != c.Count && (c.Closed || c.Count >= prev.Count)
-		c.StandDown = ok1 && ok2 && prev.Closed && prev2.Closed && prev.Count != prev2.Count
+		c.Handover = ok1 && ok2 && prev.Closed && prev2.Closed && prev.Count != prev2.Count
 		out = append(out, c)
 	}
 	return out
 }
 
 // mapping places the records of the workers holding a share of replicas
-// on their index; the others are on standby (joining, or standing down).
+// on their index; the others are on standby (joining, or between terms).
 func mapping(workers []presence.Record, replicas int) ([]Row, []presence.Record) {
 	rows := make([]Row, replicas)
 	for i := range rows {

@@ -62,7 +62,7 @@ func TestReadmeSamplesAreRealOutput(t *testing.T) {
 	gen := "1g4g8r6h1eq14.2:83"
 	out.WriteString(watchLine(time.Date(2026, 12, 3, 11, 50, 8, 130e6, time.UTC), 1796298607, 3, 3, gen, "1 (3 replicas)", []string{"-"}))
 	out.WriteString(watchLine(time.Date(2026, 12, 3, 11, 50, 9, 127e6, time.UTC), 1796298608, 4, 3, gen, "1 (3 replicas)",
-		[]string{"REBALANCE 3 -> 4", "joined: mail-sender-5b2e-x"}))
+		[]string{"REBALANCE 3 -> 4, handover to the end of this interval", "joined: mail-sender-5b2e-x"}))
 	out.WriteString(watchLine(time.Date(2026, 12, 3, 11, 50, 10, 127e6, time.UTC), 1796298609, 4, 4, gen, "2 (4 replicas)", []string{"-"}))
 	if want := readmeBlock(t, "`nandi watch` marks each rebalance"); out.String() != want {
 		t.Errorf("docs/cli.md's nandi watch sample:\n%s\nwhat watch prints:\n%s", want, out.String())

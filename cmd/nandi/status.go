@@ -329,7 +329,9 @@ func cmdWatch(ctx context.Context, args []string, out, errOut io.Writer) int {
 				}
 				changes := membership(seen, s.Workers)
 				if cnt != prev && prev != 0 {
-					changes = append([]string{fmt.Sprintf("REBALANCE %d -> %d", prev, cnt)}, changes...)
+					// The holders serve their old shares to their caps, at the end
+					// of the interval that has begun; the new mapping follows.
+					changes = append([]string{fmt.Sprintf("REBALANCE %d -> %d, handover to the end of this interval", prev, cnt)}, changes...)
 				}
 				seen = map[string]bool{}
 				for _, r := range s.Workers {

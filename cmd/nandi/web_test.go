@@ -161,7 +161,7 @@ func TestWebPageInABrowser(t *testing.T) {
 	}
 	g.start("mail-sender-7f9c-d")
 	if err := chromedp.Do(ctx, rows(4), poll(`document.querySelectorAll("#strip .cell.rebalance").length > 0`, 10*time.Second),
-		poll(`document.querySelectorAll("#strip .cell.down").length > 0`, 10*time.Second),
+		poll(`document.querySelectorAll("#strip .cell.handover").length > 0`, 10*time.Second),
 		poll(`Array.from(document.querySelectorAll("#changes li.rebalance")).some(li => /3 \u2192 4.*joined: mail-sender-7f9c-d/.test(li.textContent))`, 10*time.Second)); err != nil {
 		t.Fatalf("after a fourth worker joined, the page never showed 4 rows, a rebalance mark, a stand-down and the change 3 -> 4 with who joined: %v", err)
 	}

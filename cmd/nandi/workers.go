@@ -29,6 +29,12 @@ func printWorkers(w io.Writer, s *Status) {
 				since = ago(s.ServerTime.Sub(r.Since))
 			}
 		}
+		if r.HandingOver {
+			holds += ", handing over"
+			if left := r.Until.Sub(s.ServerTime); !r.Until.IsZero() && left > 0 {
+				holds += " (" + left.Round(100*time.Millisecond).String() + " left)"
+			}
+		}
 		if r.Unserved {
 			holds += " UNSERVED"
 		}

@@ -62,14 +62,14 @@ function renderStrip(snap) {
     const cls = ["cell"];
     if (c.rebalance) cls.push("rebalance");
     if (c.generation) cls.push("generation");
-    if (c.stand_down) cls.push("down");
+    if (c.handover) cls.push("handover");
     if (!c.closed) cls.push("open");
     const cell = el("div", cls.join(" "), el("i"));
     cell.firstChild.style.height = (100 * c.count / top) + "%";
     cell.dataset.count = c.count;
     cell.title = "interval " + c.interval + ": " + c.count + " registered" +
       (c.closed ? "" : " (open)") + (c.rebalance ? ", rebalance" : "") +
-      (c.stand_down ? ", stood down" : "") + (c.generation ? ", store generation changed" : "");
+      (c.handover ? ", handover: old shares served to their caps" : "") + (c.generation ? ", store generation changed" : "");
     return cell;
   }));
   document.getElementById("strip-note").textContent =
@@ -96,7 +96,7 @@ function renderMapping(snap) {
   fill(document.querySelector("#mapping tbody"), rows.map(r => {
     const w = r.worker;
     if (!w) {
-      const tr = el("tr", "unowned", td(r.index, "num"), td("no worker record (joining, standing down, or presence off)"));
+      const tr = el("tr", "unowned", td(r.index, "num"), td("no worker record (joining, handing over, or presence off)"));
       for (let i = 0; i < 10; i++) tr.append(td(""));
       return tr;
     }
@@ -105,7 +105,7 @@ function renderMapping(snap) {
     const cls = w.overdue > 0 ? "overdue" : (recentErr || w.unserved ? "failing" : "");
     const tr = el("tr", cls,
       td(r.index, "num"),
-      td(w.worker + (w.unserved ? " (unserved)" : ""), "worker wrap"),
+      td(w.worker + (w.unserved ? " (unserved)" : "") + (w.handing_over ? " (handing over)" : ""), "worker wrap"),
       td(w.shards && w.shards.length ? w.shards.join(",") + " of " + w.of : "all", "wrap"),
       td(ago(w.since, now)),
       td(w.handled, "num"), td(w.failed, "num"), td(w.in_flight, "num"),
@@ -166,7 +166,7 @@ function renderSettings(snap) {
     ["verdict", p.Verdict, "verdict-" + p.Verdict],
     ["round trip, jitter", dur(p.RTT) + ", " + dur(p.Jitter)],
     ["first lease of a new worker", dur(p.FirstLease[0]) + " to " + dur(p.FirstLease[1])],
-    ["stand-down per change", "about " + dur(p.StandDown)],
+    ["pause per change, per share", "about " + dur(p.Pause)],
     ["fully assigned after a change", dur(p.Assigned[0]) + " to " + dur(p.Assigned[1])],
     ["script calls on the group's node", p.CallsPerSecond.toFixed(1) + "/s"],
   ];
