@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/kamstrup/intmap"
 	"github.com/nandi-go/nandi/checkpoint"
 	"github.com/nandi-go/nandi/transport"
 )
@@ -34,9 +35,9 @@ type book struct {
 	shards []*shardTrack // per shard of the source; nil where the term reads nothing
 	log    bool          // reading positions are kept (a log)
 
-	byID   map[uint64]*idQueue
-	ready  fifo     // ids whose first task may run now, in order
-	parked parkHeap // ids waiting for a retry time
+	byID   *intmap.Map[uint64, *idQueue] // the ids with tasks in the book
+	ready  fifo                          // ids whose first task may run now, in order
+	parked parkHeap                      // ids waiting for a retry time
 	free   []*idQueue
 	spare  []*task // finished tasks, for take to be given again (spares)
 
@@ -65,7 +66,7 @@ const (
 )
 
 func newBook(capacity, maxWaiting int, reread bool) *book {
-	return &book{byID: make(map[uint64]*idQueue), capacity: capacity, maxWaiting: maxWaiting, reread: reread}
+	return &book{byID: intmap.New[uint64, *idQueue](capacity + maxWaiting), capacity: capacity, maxWaiting: maxWaiting, reread: reread}
 }
 
 // open gives the book the shards the term reads (nil entries: not read);
@@ -86,7 +87,7 @@ func (b *book) take(ts []*task, ms []*transport.Message) (ready int) {
 	b.held += len(ts)
 	for _, t := range ts {
 		b.shards[t.shard].add(t)
-		if q := b.byID[t.id]; q != nil {
+		if q, _ := b.byID.Get(t.id); q != nil {
 			t.q = q
 			q.push(t) // runs after the ones before it
 			if q.failing {
@@ -144,7 +145,7 @@ func (b *book) settle(t *task, v verdict, at time.Time) (parkedFirst bool) {
 		b.held--
 		q.failing = false
 		if q.len() == 0 {
-			delete(b.byID, q.id)
+			b.byID.Del(q.id)
 			b.free = append(b.free, q)
 		} else {
 			b.ready.push(q)
@@ -197,10 +198,10 @@ func (b *book) nextDue() time.Time {
 // last marks say they are not done.
 func (b *book) handBack() []*task {
 	var out []*task
-	for _, q := range b.byID {
+	for _, q := range b.byID.All() {
 		out = append(out, q.buf[q.head:]...)
 	}
-	clear(b.byID)
+	b.byID.Clear()
 	b.ready, b.parked, b.held, b.waiting = fifo{}, nil, 0, 0
 	return out
 }
@@ -213,7 +214,7 @@ func (b *book) queue(id uint64) *idQueue {
 		q = &idQueue{slot: -1}
 	}
 	q.id, q.failing = id, false
-	b.byID[id] = q
+	b.byID.Put(id, q)
 	return q
 }
 

@@ -88,7 +88,7 @@ func (m *bookModel) reuse(t *rapid.T, sp *task) {
 	if m.done[sp] != 1 || m.running[sp] || m.leftOnes[sp] {
 		t.Fatalf("a spare task is not one that finished (finished %d times, running %v, left %v)", m.done[sp], m.running[sp], m.leftOnes[sp])
 	}
-	for _, q := range m.b.byID {
+	for _, q := range m.b.byID.All() {
 		if slices.Contains(q.buf[q.head:], sp) {
 			t.Fatalf("a spare task is still queued behind id %d", q.id)
 		}
@@ -111,7 +111,7 @@ func (m *bookModel) reuse(t *rapid.T, sp *task) {
 func (m *bookModel) start(t *rapid.T) {
 	tk := m.b.next()
 	if tk == nil {
-		for id, q := range m.b.byID {
+		for id, q := range m.b.byID.All() {
 			if m.b.ready.len() == 0 && !m.running[q.first()] && q.slot < 0 && !m.leftOnes[q.first()] {
 				t.Fatalf("id %d has a first task neither running, parked nor left, and nothing is ready", id)
 			}
@@ -200,7 +200,7 @@ func (m *bookModel) check(t *rapid.T) {
 	}
 	// Whole tasks beyond capacity come only from a light first task read
 	// again to run (lightRun: at least itself), one per id at most.
-	if m.b.held != whole || whole > m.capacity+len(m.b.byID) {
+	if m.b.held != whole || whole > m.capacity+m.b.byID.Len() {
 		t.Fatalf("held %d, tasks held whole %d, capacity %d", m.b.held, whole, m.capacity)
 	}
 	if light > m.maxWaiting || m.b.waiting != light {
@@ -297,8 +297,8 @@ func TestBookRules(t *testing.T) {
 		for tk := next.next(); tk != nil; tk = next.next() {
 			next.settle(tk, finished, time.Time{})
 		}
-		if len(next.byID) != 0 || next.pending() != 0 || next.held != 0 {
-			t.Fatalf("after the handover: %d ids, %d pending, %d held", len(next.byID), next.pending(), next.held)
+		if next.byID.Len() != 0 || next.pending() != 0 || next.held != 0 {
+			t.Fatalf("after the handover: %d ids, %d pending, %d held", next.byID.Len(), next.pending(), next.held)
 		}
 	})
 }
