@@ -16,7 +16,8 @@
 //
 // New does no I/O. Run describes the source, starts the lease, and serves
 // one term after another until its context ends; then it drains and
-// returns. Every goroutine Run starts has returned when Run returns, with
+// returns (with Options.ServeToCap it first serves the term it holds to
+// its lease's cap, registering no more). Every goroutine Run starts has returned when Run returns, with
 // one exception it cannot avoid: a handler (or DeadLetter, or OnError) that
 // never returns, which is left running and counted (Stats.Overdue). Run
 // may be called once.

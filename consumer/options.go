@@ -125,6 +125,18 @@ type Options struct {
 	// Run returns.
 	ShutdownTimeout time.Duration
 
+	// ServeToCap: when Run's context ends while a term is held, the worker
+	// leaves the group cleanly instead of draining at once. It registers
+	// no more and serves its term to its cap (partition.Lease.Leave: at
+	// most two intervals away), drains there as at any term's end, and Run
+	// returns. Its share is then served until the group's next mapping may
+	// take it over, and goes unserved only for the drain and a gap and a
+	// half, instead of about two intervals. It applies when ShutdownTimeout
+	// is at least two intervals and DrainTimeout (else Run drains at once,
+	// as without it); Run then returns within two intervals, DrainTimeout
+	// and the last checkpoint write.
+	ServeToCap bool
+
 	// Checkpoints is where the checkpoints of a log are kept. Default: the
 	// Redis ledger in the lease's store (checkpoint.NewRedis with the
 	// lease's client and group name).

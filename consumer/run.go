@@ -46,15 +46,26 @@ func (c *Consumer) Run(ctx context.Context) (runErr error) {
 			runErr = leaseErr
 		}
 	}()
-	// loop ends with ctx or when the lease returns.
-	loop, stopLoop := context.WithCancel(ctx)
+	// loop ends with ctx or when the lease returns; with ServeToCap, when
+	// ctx ends while a term is held, when the lease returns after serving
+	// it to its cap (Leave).
+	loop, stopLoop := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopLoop()
 	wg.Go(func() {
 		select {
 		case <-leaseDone:
-			stopLoop()
 		case <-loop.Done():
+		case <-ctx.Done():
+			if c.servesToCap() {
+				c.log.Info("leaving: the term is served to its cap, then drained")
+				c.lease.Leave()
+				select {
+				case <-leaseDone:
+				case <-loop.Done():
+				}
+			}
 		}
+		stopLoop()
 	})
 
 	// Presence runs until Run returns (after the drain), then removes the
@@ -111,6 +122,18 @@ func (c *Consumer) Run(ctx context.Context) (runErr error) {
 		}
 	}
 	return nil
+}
+
+// servesToCap reports whether Run, its context ended, leaves the group by
+// serving the term held to its cap (Options.ServeToCap): a term is held,
+// and ShutdownTimeout covers the two intervals to a cap at most and the
+// drain.
+func (c *Consumer) servesToCap() bool {
+	if !c.opts.ServeToCap || c.opts.ShutdownTimeout < 2*c.interval+c.opts.DrainTimeout {
+		return false
+	}
+	t := c.lease.Term()
+	return t != nil && t.Held()
 }
 
 // serve serves one term of the lease with a term engine: open the log at

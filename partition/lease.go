@@ -48,6 +48,9 @@ type Lease struct {
 	changed chan struct{} // closed and replaced when term or stopped changes
 	stopped bool
 
+	leave     chan struct{} // closed by Leave
+	leaveOnce sync.Once
+
 	stats leaseStats
 }
 
@@ -100,8 +103,20 @@ func newLease(st store, opts Options) *Lease {
 		id:      binary.LittleEndian.Uint64(seed[:8]),
 		rnd:     rand.New(rand.NewPCG(binary.LittleEndian.Uint64(seed[:8]), binary.LittleEndian.Uint64(seed[8:]))),
 		changed: make(chan struct{}),
+		leave:   make(chan struct{}),
 	}
 }
+
+// Leave makes the worker leave the group cleanly while Run runs: it
+// registers no more, keeps the term it holds to its cap (half a gap before
+// the group's next mapping may start, as at a change of mapping: at most
+// two intervals away), where the term ends with ErrStopped, and then Run
+// returns nil. With no term held Run returns at once. The group counts the
+// worker until its last registration's interval closes, so its share is
+// served until the next mapping's holders may start, not an interval
+// less. Calling it again does nothing; cancelling Run's context still
+// ends everything at once.
+func (l *Lease) Leave() { l.leaveOnce.Do(func() { close(l.leave) }) }
 
 // Key is the Redis key that holds all of group name's lease state: a hash
 // (see "Keys" in the package doc). Tools read it; nothing but the lease's

@@ -470,3 +470,58 @@ func TestJoinCostsEachHolderOneShortHandoverUnderJitter(t *testing.T) {
 		s.verify()
 	})
 }
+
+// A worker that leaves cleanly (Leave) registers no more and serves its
+// term to its cap, about an interval or more after Leave and never past
+// two, then its term ends with ErrStopped and Run returns nil; the others
+// re-form without it, never two holders of an index.
+func TestLeaveServesItsTermToItsCap(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newSim(t, simOpts, 11)
+		for range 4 {
+			s.join()
+		}
+		s.advance(5 * simOpts.Interval)
+		if err := s.settled(); err != nil {
+			t.Fatal(err)
+		}
+		rnd := rand.New(rand.NewPCG(11, 11))
+		s.advance(time.Duration(rnd.Int64N(int64(simOpts.Interval))))
+		w := s.sorted()[1]
+		term := w.l.Term()
+		regs := w.l.Stats().Registrations
+		left := time.Now()
+		w.l.Leave()
+		var returned time.Time
+		for returned.IsZero() && time.Since(left) < 3*simOpts.Interval {
+			s.advance(simOpts.Interval / 50)
+			select {
+			case err := <-w.done:
+				if err != nil {
+					t.Errorf("Run returned %v after Leave; want nil", err)
+				}
+				returned = time.Now()
+			default:
+			}
+		}
+		if returned.IsZero() {
+			t.Fatal("Run did not return within 3 intervals of Leave")
+		}
+		delete(s.ws, w.id)
+		if !errors.Is(term.Err(), ErrStopped) || !term.HandingOver() {
+			t.Errorf("the term ended with %v, handed over %v; want ErrStopped, handed over to its cap", term.Err(), term.HandingOver())
+		}
+		if served := returned.Sub(left); served < simOpts.Interval*9/10 || served > 2*simOpts.Interval {
+			t.Errorf("served %v after Leave; want from about an interval to two (to its cap)", served)
+		}
+		if n := w.l.Stats().Registrations; n != regs {
+			t.Errorf("%d registrations after Leave; want none", n-regs)
+		}
+		s.advance(5 * simOpts.Interval)
+		if err := s.settled(); err != nil {
+			t.Errorf("the three left did not re-form: %v", err)
+		}
+		s.stopAll()
+		s.verify()
+	})
+}

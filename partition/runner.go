@@ -41,6 +41,8 @@ type runner struct {
 	backoff time.Duration
 	failing bool
 
+	leaving bool // Leave was called: no more registrations
+
 	gen        string
 	hist       []record // ascending n, at most 3, all of gen
 	quarantine time.Time
@@ -59,6 +61,9 @@ func (r *runner) loop() error {
 		if t := l.liveTerm(); t != nil && !now.Before(t.localDeadline()) {
 			r.expire(t)
 		}
+		if r.leaving && l.liveTerm() == nil {
+			return nil
+		}
 		if p := r.pend; p != nil {
 			if !now.Before(p.deadline) {
 				r.pend = nil
@@ -69,6 +74,13 @@ func (r *runner) loop() error {
 			}
 		}
 		wake := r.sendBy()
+		if r.leaving {
+			wake = now.Add(time.Hour)
+		}
+		leave := l.leave
+		if r.leaving {
+			leave = nil
+		}
 		if t := l.liveTerm(); t != nil {
 			wake = earliest(wake, t.localDeadline())
 		}
@@ -79,13 +91,21 @@ func (r *runner) loop() error {
 		select {
 		case <-r.ctx.Done():
 			return nil
+		case <-leave:
+			r.leaving, r.pend = true, nil
+			if t := l.liveTerm(); t != nil {
+				r.keep(t, ErrStopped)
+			}
 		case res := <-r.results:
 			r.outstanding--
+			if r.leaving {
+				continue // an answer after Leave: nothing more is registered or renewed
+			}
 			if err := r.handle(res); err != nil {
 				return err
 			}
 		case <-timer.C:
-			if !l.clock.Now().Before(r.sendBy()) {
+			if !r.leaving && !l.clock.Now().Before(r.sendBy()) {
 				r.attempt()
 			}
 		}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"text/tabwriter"
@@ -17,6 +18,11 @@ import (
 	"github.com/nandi-go/nandi/transport"
 	"github.com/nandi-go/nandi/transport/redisstream"
 )
+
+// rebalanceChanges are the changes measured: a join, a clean leave (the
+// leaver drains at once), and a clean leave with consumer.Options.ServeToCap
+// (the leaver serves its share to its lease's cap first).
+var rebalanceChanges = []string{"join 4 -> 5", "clean leave 5 -> 4", "clean leave 5 -> 4, ServeToCap"}
 
 // rebalanceRun is one busy group going through one change of membership.
 type rebalanceRun struct {
@@ -33,7 +39,8 @@ type completion struct {
 // group (issue 35). A group on 24 aligned Redis streams with a deep
 // backlog, handlers of 2ms, Concurrency 4, an interval of 500ms; a worker
 // joins (4 -> 5) or one leaves cleanly (5 -> 4: its context is cancelled,
-// it drains). "flow kept" is what the group completed in the 4 intervals
+// it drains at once, or with consumer.Options.ServeToCap serves its share to
+// its lease's cap first). "flow kept" is what the group completed in the 4 intervals
 // after the change, over what the workers that stay completed in the 4
 // intervals before it (a perfect handover keeps about 1.0 or more); "longest
 // pause" is the longest window in those 4 intervals with nothing completed,
@@ -57,7 +64,7 @@ func BenchmarkRebalanceFigures(b *testing.B) {
 	}
 	flow, pause := map[key][]float64{}, map[key][]float64{}
 	for trial := range trials {
-		for _, change := range []string{"join 4 -> 5", "clean leave 5 -> 4"} {
+		for _, change := range rebalanceChanges {
 			for _, before := range []bool{false, true} {
 				leaseseam.StandDownAtChange(before)
 				f, p := rebalanceOnce(b, srv, names, iv, change, fmt.Sprintf("rb-%d-%t-%d", trial, before, len(change)))
@@ -70,7 +77,7 @@ func BenchmarkRebalanceFigures(b *testing.B) {
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
 	defer tw.Flush()
 	fmt.Fprintf(tw, "rebalance, %s, 24 aligned streams, 2ms handlers, Concurrency 4, interval %v\tflow kept\tlongest pause (intervals)\n", time.Now().UTC().Format("2006-01-02"), iv)
-	for _, change := range []string{"join 4 -> 5", "clean leave 5 -> 4"} {
+	for _, change := range rebalanceChanges {
 		for _, before := range []bool{true, false} {
 			how := "leases kept to their cap"
 			if before {
@@ -110,7 +117,7 @@ func rebalanceOnce(b *testing.B, srv *redistest.Server, names []string, iv time.
 			run.done = append(run.done, completion{time.Now(), id})
 			run.mu.Unlock()
 			return nil
-		}, consumer.Options{Concurrency: 4})
+		}, consumer.Options{Concurrency: 4, ServeToCap: strings.HasSuffix(change, "ServeToCap"), ShutdownTimeout: 10 * time.Second})
 		if err != nil {
 			b.Fatal(err)
 		}
