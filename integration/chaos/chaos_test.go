@@ -273,6 +273,45 @@ func TestChurnBySIGTERMIsExactlyOnce(t *testing.T) {
 	f.reform(h, shrank, 2, 10*f.interval, "shrinking from 8 to 2 (from the last SIGTERM)")
 }
 
+// 4 -> 2 workers by SIGTERM with ServeToCap, tasks flowing: each leaver
+// serves its share to its lease's cap after the signal, then drains and
+// exits; every task exactly once, never two holders, every task started
+// under its lease (the leavers' terms recorded until they exit).
+func TestLeavingBySIGTERMWithServeToCapIsExactlyOnce(t *testing.T) {
+	f := newFleet(t, 300*time.Millisecond)
+	ids, each := 200*chaosScale, 5
+	for range 4 {
+		f.startWith(f.interval, envServe+"=1")
+	}
+	produced := f.produce(ids, each, 4*time.Second)
+	time.Sleep(2*time.Second + time.Duration(rand.Int64N(int64(f.interval))))
+	var left int64
+	signalled := map[int]int64{}
+	for _, id := range []int{1, 2} {
+		left = f.mark()
+		signalled[id] = left
+		start := time.Now()
+		f.term(id)
+		if took := time.Since(start); took > 2*f.interval+time.Second {
+			t.Errorf("worker %d exited %v after SIGTERM; want within two intervals and the drain", id, took)
+		}
+	}
+	<-produced
+	h := f.finish(ids, each, true)
+	f.reform(h, left, 2, 10*f.interval, "the last SIGTERM")
+	for id, at := range signalled {
+		served := 0
+		for _, d := range h.dones {
+			if d.Worker == id && d.At > at+int64(f.interval/4) {
+				served++
+			}
+		}
+		if served == 0 {
+			t.Errorf("worker %d did no task a quarter interval after its SIGTERM; want it serving its share to its cap", id)
+		}
+	}
+}
+
 // kill -9 of a worker holding work: every task at least once, and only
 // tasks the killed worker had done are done again.
 func TestKill9RepeatsOnlyTheKilledWorkersWork(t *testing.T) {

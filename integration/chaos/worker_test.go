@@ -28,12 +28,13 @@ const (
 	envSink     = "NANDI_CHAOS_SINK"   // the fencing sink's Redis
 	envGroup    = "NANDI_CHAOS_GROUP"
 	envInterval = "NANDI_CHAOS_INTERVAL"
-	envRecord   = "NANDI_CHAOS_RECORD"   // file the worker appends its records to
-	envWork     = "NANDI_CHAOS_WORK"     // how long each task takes
-	envWait     = "NANDI_CHAOS_WAIT"     // partition.Options.WaitReplicas
-	envRate     = "NANDI_CHAOS_RATE"     // the worker's clock runs at this rate (1: the host's)
-	envCluster  = "NANDI_CHAOS_CLUSTER"  // set: NANDI_CHAOS_REDIS is a comma-separated list of cluster nodes
-	envSentinel = "NANDI_CHAOS_SENTINEL" // set: the master's name, and NANDI_CHAOS_REDIS the Sentinels
+	envRecord   = "NANDI_CHAOS_RECORD"       // file the worker appends its records to
+	envWork     = "NANDI_CHAOS_WORK"         // how long each task takes
+	envWait     = "NANDI_CHAOS_WAIT"         // partition.Options.WaitReplicas
+	envRate     = "NANDI_CHAOS_RATE"         // the worker's clock runs at this rate (1: the host's)
+	envCluster  = "NANDI_CHAOS_CLUSTER"      // set: NANDI_CHAOS_REDIS is a comma-separated list of cluster nodes
+	envSentinel = "NANDI_CHAOS_SENTINEL"     // set: the master's name, and NANDI_CHAOS_REDIS the Sentinels
+	envServe    = "NANDI_CHAOS_SERVE_TO_CAP" // set: consumer.Options.ServeToCap
 )
 
 // mono is the host's monotonic clock in nanoseconds: comparable across the
@@ -138,16 +139,24 @@ func workerMain() int {
 		rec.write(record{Kind: "done", At: mono(), ID: x, Seq: seq, Token: term.Token, Accepted: n == 1})
 		return nil
 	}
-	c, err := consumer.New(lease, src, h, consumer.Options{Concurrency: 4, CheckpointInterval: 100 * time.Millisecond})
+	c, err := consumer.New(lease, src, h, consumer.Options{Concurrency: 4, CheckpointInterval: 100 * time.Millisecond, ServeToCap: os.Getenv(envServe) != ""})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
-	go recordTerms(ctx, lease, rec)
+	// The terms are recorded until Run has returned, not only until
+	// SIGTERM: with ServeToCap the worker serves its term to its cap after
+	// it.
+	recCtx, stopRec := context.WithCancel(context.Background())
+	recorded := make(chan struct{})
+	go func() { recordTerms(recCtx, lease, rec); close(recorded) }()
 	go recordReady(ctx, c, rec)
-	if err := c.Run(ctx); err != nil && !strings.Contains(err.Error(), "context canceled") {
+	err = c.Run(ctx)
+	stopRec()
+	<-recorded
+	if err != nil && !strings.Contains(err.Error(), "context canceled") {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
@@ -221,6 +230,15 @@ func recordTerms(ctx context.Context, l *partition.Lease, rec *recorder) {
 				}
 			case <-ctx.Done():
 				tick.Stop()
+				select {
+				case <-t.Done(): // ended as Run returned: its end is recorded too
+					end := time.Now()
+					if fd := t.Deadline(); fd.Before(end) {
+						end = fd
+					}
+					rec.write(record{Kind: "end", Token: a.Token, At: monoOf(end)})
+				default:
+				}
 				return
 			}
 		}
