@@ -24,7 +24,13 @@
 //     ends at the deadline of the lease it started under.
 //   - A message that arrives while nothing is held is acknowledged and
 //     dropped, and counted (Stats.Unheld): a subscriber that fans out
-//     delivers it to every worker, and its owner handles it.
+//     delivers it to every worker, and its owner handles it, if there is
+//     one. There is none for a share in a handover's pause (a planned
+//     change of membership: the old holder's drain and a gap and a half,
+//     about 0.4 of an interval at the defaults) or, after kill -9 of its
+//     holder, until the group has re-formed without it (about two
+//     intervals): what arrives for it then is lost, and counted by every
+//     worker that dropped it.
 //   - Handlers of a term start only after the previous term's have
 //     returned or its deadline has passed; those still running then are
 //     overdue (Stats.Overdue, a Warn).

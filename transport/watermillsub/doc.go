@@ -28,8 +28,13 @@
 //
 // A message a worker does not own is acknowledged on its own subscription
 // and not handled. A message that arrives while the worker holds nothing
-// (about an interval at every change of membership) is acknowledged and
-// dropped, and counted (consumer.Stats.Unheld): keeping
+// is acknowledged and dropped, and counted (consumer.Stats.Unheld): at a
+// planned change of membership (a join, a clean leave) what arrives in the
+// handover's pause (the old holder's drain and a gap and a half, about 0.4
+// of an interval at the defaults: docs/figures.md); after kill -9 of a
+// worker, what arrives for its share until the group has re-formed
+// without it (about two intervals); a worker that joins drops everything
+// for its first two intervals (its owner handles it). Keeping
 // it for later would let a worker handle, under a new mapping, a message
 // that its old owner may have handled already. For handovers that lose
 // nothing, read a log with positions instead (transport/redisstream,
