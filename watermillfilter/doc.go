@@ -29,8 +29,10 @@
 //     change of membership: the old holder's drain and a gap and a half,
 //     about 0.4 of an interval at the defaults) or, after kill -9 of its
 //     holder, until the group has re-formed without it (about two
-//     intervals): what arrives for it then is lost, and counted by every
-//     worker that dropped it.
+//     intervals): what arrives for it then is lost. A worker holding
+//     nothing counts it in Stats.Unheld; one holding another share counts
+//     it as another index's (Stats.NotOwned), so the loss is counted only
+//     where nothing was held.
 //   - Handlers of a term start only after the previous term's have
 //     returned or its deadline has passed; those still running then are
 //     overdue (Stats.Overdue, a Warn).

@@ -33,8 +33,10 @@
 // handover's pause (the old holder's drain and a gap and a half, about 0.4
 // of an interval at the defaults: docs/figures.md); after kill -9 of a
 // worker, what arrives for its share until the group has re-formed
-// without it (about two intervals); a worker that joins drops everything
-// for its first two intervals (its owner handles it). Keeping
+// without it (about two intervals: counted only by workers holding
+// nothing then; one holding another share counts it as not its own,
+// Stats.NotOwned); a worker that joins drops everything for its first two
+// intervals (its owner handles it). Keeping
 // it for later would let a worker handle, under a new mapping, a message
 // that its old owner may have handled already. For handovers that lose
 // nothing, read a log with positions instead (transport/redisstream,
