@@ -3,8 +3,8 @@
 // owns.
 //
 // Core NATS keeps nothing. A message that arrives while no worker owns its
-// index (the group standing down at a change of membership, for about an
-// interval) is lost, and so is one that a slow subscriber drops. The
+// index (a handover's pause at a change of membership: the old holder's
+// drain and a gap and a half, about 0.4 of an interval) is lost, and so is one that a slow subscriber drops. The
 // consumer counts what it read while holding nothing (consumer.Stats
 // Unheld) and the Source counts what its subscriptions dropped (Dropped).
 // Use JetStream (package natsjs) when a handover must lose nothing.
