@@ -78,9 +78,10 @@ func group() []byte {
 }
 
 // timeline: four intervals; registrations inside each window, leases, a
-// worker leaving and the group standing down, then re-forming.
+// worker leaving, the others keeping their leases to their caps, then
+// re-forming.
 func timeline() []byte {
-	s := newSVG(760, 280, "Intervals, registrations, leases and a stand-down")
+	s := newSVG(760, 280, "Intervals, registrations, leases and a handover")
 	x0, iw := 60.0, 160.0
 	names := []string{"N-2", "N-1", "N", "N+1"}
 	for i, n := range names {
@@ -111,8 +112,8 @@ func timeline() []byte {
 		standDown   bool
 		labelColour string
 	}{
-		{0, x0, x0 + 2*iw + 12, "A holds 0 of 3", false, ""},
-		{1, x0, x0 + 2*iw + 12, "B holds 1 of 3", false, ""},
+		{0, x0, x0 + 3*iw - 10, "A holds 0 of 3", false, ""},
+		{1, x0, x0 + 3*iw - 10, "B holds 1 of 3", false, ""},
 		{2, x0, x0 + iw + 12, "C holds 2 of 3", false, ""},
 		{0, x0 + 3*iw + 20, x0 + 4*iw, "A: 0 of 2", false, ""},
 		{1, x0 + 3*iw + 20, x0 + 4*iw, "B: 1 of 2", false, ""},
@@ -122,13 +123,15 @@ func timeline() []byte {
 		s.rect(b.from, y, b.to-b.from, 22, workerColor[b.k], "none")
 		s.text(b.from+8, y+15, b.label, "start", 11, "#ffffff")
 	}
-	// The stand-down.
-	s.rect(x0+2*iw+12, 100, iw+8, 56, "#fbe3e3", "#e15759")
-	s.text(x0+2*iw+iw/2+16, 124, "the counts disagree:", "middle", 11, "#b03030")
-	s.text(x0+2*iw+iw/2+16, 140, "nobody holds (stand-down)", "middle", 11, "#b03030")
+	// The handover: the counts disagree in N, so the leases are not renewed
+	// but kept to their cap, half a gap before N+1; the pause after it.
+	s.rect(x0+2*iw+20, 100, iw-30, 56, "none", "#e15759")
+	s.text(x0+2*iw+iw/2+5, 170, "the counts disagree: kept to their cap", "middle", 11, "#b03030")
+	s.rect(x0+3*iw-10, 100, 30, 56, "#fbe3e3", "#e15759")
+	s.text(x0+3*iw+5, 92, "pause", "middle", 11, "#b03030")
 	s.text(x0, 226, "A lease at N needs the two closed intervals before it to agree: P(N-1) = P(N-2).", "start", 12, ink)
 	s.text(x0, 244, "It runs until the next registration is due plus the gap, never past N+2; nothing revokes it.", "start", 12, ink)
-	s.text(x0, 262, "When a worker leaves, the counts disagree for about one interval, and the group re-forms on 2.", "start", 12, ink)
+	s.text(x0, 262, "When a worker leaves, each holder keeps its lease to its cap, and the group re-forms on 2 in N+1.", "start", 12, ink)
 	return s.bytes()
 }
 
