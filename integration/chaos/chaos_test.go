@@ -35,6 +35,7 @@ type fleet struct {
 	procs          map[int]*proc
 	next           int
 	waitReplicas   int
+	extra          []string             // environment for every worker rolls start (rolling_bench_test.go)
 	cluster        *redistest.Cluster   // set: the workers use it, with no proxies
 	sentinels      *redistest.Sentinels // set: the workers use a FailoverClient, with no proxies
 	store          redis.UniversalClient

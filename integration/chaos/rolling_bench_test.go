@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"testing"
 	"text/tabwriter"
@@ -97,7 +98,9 @@ func (h *history) standDown(from, to int64) time.Duration {
 }
 
 type rollout struct {
-	name string
+	name   string
+	serve  bool // every worker with consumer.Options.ServeToCap
+	before bool // every worker ends its term at once when its mapping changes (the rule before leases were kept to their cap)
 	// step replaces the old workers by new ones, as a Deployment would.
 	step func(f *fleet, old []int) (news []int)
 }
@@ -117,7 +120,7 @@ func BenchmarkRollingUpdate(b *testing.B) {
 		return func(f *fleet, old []int) []int {
 			var news []int
 			for _, o := range old {
-				id := f.start()
+				id := f.startWith(f.interval, f.extra...)
 				f.readyAt(id)
 				time.Sleep(minReady)
 				f.termAsync(o)
@@ -129,7 +132,7 @@ func BenchmarkRollingUpdate(b *testing.B) {
 	surgeAll := func(f *fleet, old []int) []int {
 		var news []int
 		for range old {
-			news = append(news, f.start())
+			news = append(news, f.startWith(f.interval, f.extra...))
 		}
 		for _, id := range news {
 			f.readyAt(id)
@@ -140,9 +143,13 @@ func BenchmarkRollingUpdate(b *testing.B) {
 		return news
 	}
 	rollouts := []rollout{
-		{"one by one (maxSurge 1, maxUnavailable 0)", oneByOne(0)},
-		{"one by one, minReadySeconds 2 intervals", oneByOne(2 * iv)},
-		{"all at once (maxSurge 100%)", surgeAll},
+		{name: "one by one, standing down at once (before)", step: oneByOne(0), before: true},
+		{name: "all at once, standing down at once (before)", step: surgeAll, before: true},
+		{name: "one by one (maxSurge 1, maxUnavailable 0)", step: oneByOne(0)},
+		{name: "one by one, minReadySeconds 2 intervals", step: oneByOne(2 * iv)},
+		{name: "all at once (maxSurge 100%)", step: surgeAll},
+		{name: "one by one, ServeToCap", step: oneByOne(0), serve: true},
+		{name: "all at once, ServeToCap", step: surgeAll, serve: true},
 	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
 	defer tw.Flush()
@@ -186,9 +193,15 @@ type rolled struct {
 func rollOnce(b *testing.B, group string, n int, iv time.Duration, ro rollout) rolled {
 	f := newFleet(b, iv)
 	f.group = group
+	if ro.serve {
+		f.extra = append(f.extra, envServe+"=1")
+	}
+	if ro.before {
+		f.extra = append(f.extra, envStand+"=1")
+	}
 	var old []int
 	for range n {
-		old = append(old, f.start())
+		old = append(old, f.startWith(f.interval, f.extra...))
 	}
 	f.waitWhole(n)
 	const ids, each = 400, 6
@@ -209,7 +222,9 @@ func rollOnce(b *testing.B, group string, n int, iv time.Duration, ro rollout) r
 		b.Fatal(err)
 	}
 	r := rolled{unowned: h.standDown(start, end).Seconds() / iv.Seconds(), tasks: ids * each}
-	settledAt, ok := h.settled(start, end, n, int64(2*iv))
+	// Fully assigned: the new workers hold every share (with ServeToCap the
+	// old ones hold theirs for a while after the rollout's start).
+	settledAt, ok := h.of(news).settled(start, end, n, int64(2*iv))
 	if ok {
 		r.settled, r.assigned = true, float64(settledAt-start)/float64(iv)
 	}
@@ -222,6 +237,17 @@ func rollOnce(b *testing.B, group string, n int, iv time.Duration, ro rollout) r
 		f.term(id)
 	}
 	return r
+}
+
+// of is the history of the given workers only.
+func (h *history) of(workers []int) *history {
+	out := &history{starts: h.starts, dones: h.dones}
+	for _, hd := range h.holds {
+		if slices.Contains(workers, hd.worker) {
+			out.holds = append(out.holds, hd)
+		}
+	}
+	return out
 }
 
 // spread prints the median and range of xs.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/nandi-go/nandi/consumer"
 	"github.com/nandi-go/nandi/health"
+	"github.com/nandi-go/nandi/internal/leaseseam"
 	"github.com/nandi-go/nandi/partition"
 	"github.com/nandi-go/nandi/transport"
 	"github.com/nandi-go/nandi/transport/redisstream"
@@ -35,6 +36,7 @@ const (
 	envCluster  = "NANDI_CHAOS_CLUSTER"      // set: NANDI_CHAOS_REDIS is a comma-separated list of cluster nodes
 	envSentinel = "NANDI_CHAOS_SENTINEL"     // set: the master's name, and NANDI_CHAOS_REDIS the Sentinels
 	envServe    = "NANDI_CHAOS_SERVE_TO_CAP" // set: consumer.Options.ServeToCap
+	envStand    = "NANDI_CHAOS_STAND_DOWN"   // set: a term ends at once when its mapping changes (the rule before it was kept to its cap)
 )
 
 // mono is the host's monotonic clock in nanoseconds: comparable across the
@@ -90,6 +92,9 @@ return 1`)
 
 func workerMain() int {
 	id, _ := strconv.Atoi(os.Getenv(envWorker))
+	if os.Getenv(envStand) != "" {
+		leaseseam.StandDownAtChange(true)
+	}
 	interval, _ := time.ParseDuration(os.Getenv(envInterval))
 	work, _ := time.ParseDuration(os.Getenv(envWork))
 	f, err := os.OpenFile(os.Getenv(envRecord), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
