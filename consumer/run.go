@@ -13,7 +13,9 @@ import (
 
 // Run runs the lease and the consumer until ctx ends, then stops taking,
 // drains the work in flight while the lease is still held, writes the last
-// checkpoints and stops the lease; it returns nil then. It returns an error
+// checkpoints and stops the lease; it returns nil then. With
+// Options.ServeToCap it first serves the term it holds to the lease's cap,
+// registering no more (partition.Lease.Leave). It returns an error
 // when the lease does (for example a group with other settings), or when
 // the source cannot be described.
 //
