@@ -274,7 +274,7 @@ func TestChurnBySIGTERMIsExactlyOnce(t *testing.T) {
 	f.reform(h, shrank, 2, 10*f.interval, "shrinking from 8 to 2 (from the last SIGTERM)")
 }
 
-// 4 -> 2 workers by SIGTERM with ServeToCap, tasks flowing: each leaver
+// 4 -> 2 workers by SIGTERM with ServeToCap, tasks flowing: a leaver
 // serves its share to its lease's cap after the signal, then drains and
 // exits; every task exactly once, never two holders, every task started
 // under its lease (the leavers' terms recorded until they exit).
@@ -300,16 +300,19 @@ func TestLeavingBySIGTERMWithServeToCapIsExactlyOnce(t *testing.T) {
 	<-produced
 	h := f.finish(ids, each, true)
 	f.reform(h, left, 2, 10*f.interval, "the last SIGTERM")
-	for id, at := range signalled {
-		served := 0
-		for _, d := range h.dones {
-			if d.Worker == id && d.At > at+int64(f.interval/4) {
-				served++
-			}
+	// The first leaver was signalled in a settled group: its term was
+	// renewed in the interval it was signalled in or the one before, so its
+	// cap is most of an interval away at least. The second was signalled
+	// during the handover the first began, its term already kept to a cap
+	// that may be close or past: it only has to exit in time.
+	served := 0
+	for _, d := range h.dones {
+		if d.Worker == 1 && d.At > signalled[1]+int64(f.interval/4) {
+			served++
 		}
-		if served == 0 {
-			t.Errorf("worker %d did no task a quarter interval after its SIGTERM; want it serving its share to its cap", id)
-		}
+	}
+	if served == 0 {
+		t.Errorf("worker 1 did no task a quarter interval after its SIGTERM; want it serving its share to its cap")
 	}
 }
 
