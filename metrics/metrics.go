@@ -123,14 +123,17 @@ func (c *leaseCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(c.index, float64(s.Current.Index))
 		gauge(c.replicas, float64(s.Current.Replicas))
 		gauge(c.token, float64(s.Current.Token))
-		gauge(c.handingOver, map[bool]float64{false: 0, true: 1}[s.HandingOver])
 	} else {
-		gauge(c.handingOver, 0)
 		gauge(c.held, 0)
 		gauge(c.index, -1)
 		gauge(c.replicas, 0)
 		gauge(c.token, 0)
 	}
+	handingOver := 0.0 // Stats.HandingOver is false when nothing is held
+	if s.HandingOver {
+		handingOver = 1
+	}
+	gauge(c.handingOver, handingOver)
 	counter(c.calls, float64(s.Calls))
 	counter(c.regs, float64(s.Registrations))
 	counter(c.failures, float64(s.Failures))

@@ -73,13 +73,9 @@ func (r *runner) loop() error {
 				continue
 			}
 		}
-		wake := r.sendBy()
-		if r.leaving {
-			wake = now.Add(time.Hour)
-		}
-		leave := l.leave
-		if r.leaving {
-			leave = nil
+		wake, leave := r.sendBy(), l.leave
+		if r.leaving { // nothing more is sent: wake at the term's deadline
+			wake, leave = now.Add(time.Hour), nil
 		}
 		if t := l.liveTerm(); t != nil {
 			wake = earliest(wake, t.localDeadline())
@@ -307,8 +303,7 @@ func (r *runner) decide(cur record) {
 	}
 	a := Assignment{Index: k, Replicas: rr, Token: token(m, l.iv)}
 	if live != nil && live.a.Index == k && live.a.Replicas == rr {
-		live.m, live.kept = m, nil
-		live.resume(deadline)
+		live.resume(m, deadline)
 		l.emit(traceEvent{kind: traceRenewed, a: live.a, at: l.clock.Host(l.clock.Now()), deadline: l.clock.Host(deadline)})
 		return
 	}
@@ -339,19 +334,18 @@ func (r *runner) keep(t *Term, why error) {
 		l.endTerm(t, why)
 		return
 	}
-	if t.kept == nil {
+	if t.keptFor() == nil {
 		l.log.Info("lease kept to its cap", "index", t.a.Index, "replicas", t.a.Replicas, "why", why)
 	}
-	t.kept = why
-	t.keepTo(r.clock.local((t.m+2)*l.iv - l.lo/2))
+	t.keepTo(r.clock.local((t.m+2)*l.iv-l.lo/2), why)
 	l.emit(traceEvent{kind: traceRenewed, a: t.a, at: l.clock.Host(l.clock.Now()), deadline: l.clock.Host(t.localDeadline())})
 }
 
 // expire ends t at its deadline: ErrExpired, or why it was kept to it.
 func (r *runner) expire(t *Term) {
 	why := ErrExpired
-	if t.kept != nil {
-		why = t.kept
+	if kept := t.keptFor(); kept != nil {
+		why = kept
 	}
 	r.l.endTerm(t, why)
 }

@@ -37,18 +37,18 @@ type Term struct {
 	done    chan struct{}
 	renewed chan time.Time // capacity 1, holds the latest deadline
 
-	mu          sync.Mutex
-	deadline    time.Time // on clock
-	err         error
-	renewal     chan struct{} // closed and replaced at each renewal, closed at the end
-	handingOver bool          // kept to its cap: the mapping changed
-
-	// Kept only by the lease's runner: m is the interval of the
-	// registration that issued or last renewed the term; kept, once the
-	// mapping changed, why it is no longer renewed (it is served to its cap
-	// and then ends with kept).
-	m    int64
+	mu       sync.Mutex
+	deadline time.Time // on clock
+	err      error
+	renewal  chan struct{} // closed and replaced at each renewal, closed at the end
+	// kept is why the term is no longer renewed (its mapping changed, or
+	// its worker leaves): it is handed over, kept to its cap, and ends
+	// there with kept. Nil while it is renewed.
 	kept error
+
+	// m is the interval of the registration that issued or last renewed
+	// the term; only the lease's runner uses it.
+	m int64
 }
 
 func newTerm(a Assignment, clock Clock, start, deadline time.Time) *Term {
@@ -153,27 +153,31 @@ func (t *Term) renew(deadline time.Time) {
 // (Deadline), half a gap before the new mapping's holders may start. Its
 // holder serves it until then, draining DrainTimeout before it (package
 // consumer).
-func (t *Term) HandingOver() bool {
+func (t *Term) HandingOver() bool { return t.keptFor() != nil }
+
+// keptFor is why the term is handed over, nil while it is renewed.
+func (t *Term) keptFor() error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.handingOver
+	return t.kept
 }
 
-// keepTo marks the term handed over and moves its deadline to cap, if
+// keepTo hands the term over for why and moves its deadline to cap, if
 // later.
-func (t *Term) keepTo(cap time.Time) {
+func (t *Term) keepTo(cap time.Time, why error) {
 	t.mu.Lock()
-	t.handingOver = true
+	t.kept = why
 	t.mu.Unlock()
 	t.renew(cap)
 }
 
-// resume renews a term an agreeing registration holds again (the mapping
-// changed back): it is no longer handed over.
-func (t *Term) resume(deadline time.Time) {
+// resume renews a term an agreeing registration from m holds again (the
+// mapping changed back): it is no longer handed over.
+func (t *Term) resume(m int64, deadline time.Time) {
 	t.mu.Lock()
-	t.handingOver = false
+	t.kept = nil
 	t.mu.Unlock()
+	t.m = m
 	t.renew(deadline)
 }
 
