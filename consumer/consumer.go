@@ -75,6 +75,10 @@ type shared struct {
 	client                     redis.UniversalClient // the lease's: nil when it has none
 	workerID                   string                // Consumer.Worker, for DeadLetter's context
 
+	// presenceNow (capacity 1) asks for a presence record now, not at the
+	// next interval: a handover begins, and lasts less than an interval.
+	presenceNow chan struct{}
+
 	lastLag   atomic.Pointer[lagReading] // computed each interval (LastLag)
 	lagWanted atomic.Bool                // WantLag was called: compute the lag even with NoPresence
 
@@ -94,7 +98,8 @@ func New(lease *partition.Lease, src transport.Source, h Handler, opts Options) 
 	if err := opts.validate(lease.Margin(), lease.Interval()); err != nil {
 		return nil, err
 	}
-	sh := &shared{src: src, opts: opts, log: opts.Logger.With("group", lease.Name()), interval: lease.Interval(), group: lease.Name(), ledger: opts.Checkpoints}
+	sh := &shared{src: src, opts: opts, log: opts.Logger.With("group", lease.Name()), interval: lease.Interval(), group: lease.Name(), ledger: opts.Checkpoints,
+		presenceNow: make(chan struct{}, 1)}
 	sh.handling = hist.New(opts.HandlerBuckets)
 	sh.wrap(h)
 	if sh.ledger == nil {

@@ -64,6 +64,7 @@ func (c *Consumer) presence(ctx context.Context) {
 		}
 		select {
 		case <-tick.C:
+		case <-c.presenceNow:
 		case <-ctx.Done():
 			if !c.opts.NoPresence {
 				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), iv)

@@ -234,3 +234,74 @@ func TestLagIsComputedOnlyWhenWanted(t *testing.T) {
 		return !at.IsZero() && err == nil
 	})
 }
+
+// A handover lasts less than an interval, so a worker writes its presence
+// record as soon as its term is handed over, not at its next interval: a
+// group of two at a 1s interval, a third joins, and each old worker's
+// record says it is handing over (until its term's deadline) within a
+// fifth of an interval of its lease saying so. (At the next interval's
+// write, each would miss that bound four times in five.)
+func TestPresenceSaysAHandoverAtOnce(t *testing.T) {
+	srv := redistest.Start(t)
+	const iv = time.Second
+	log := memory.NewLog(2)
+	var leases []*partition.Lease
+	var stops []func()
+	defer func() {
+		for _, s := range stops {
+			s()
+		}
+	}()
+	start := func(worker string) {
+		l, err := partition.New(srv.Client(), partition.Options{Name: "handover", Interval: iv})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := consumer.New(l, log.Source(), func(context.Context, *transport.Message) error { return nil }, consumer.Options{WorkerID: worker})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- c.Run(ctx) }()
+		leases, stops = append(leases, l), append(stops, func() { cancel(); <-done })
+	}
+	start("a")
+	start("b")
+	redistest.WaitFor(t, 10*time.Second, "a group of two", func() bool {
+		a, okA := leases[0].Current()
+		b, okB := leases[1].Current()
+		return okA && okB && a.Replicas == 2 && b.Replicas == 2
+	})
+	start("c")
+	reader := srv.Client()
+	leaseSaid, recordSaid := map[string]time.Time{}, map[string]time.Time{}
+	redistest.WaitFor(t, 4*iv, "both old workers' records saying they hand over", func() bool {
+		now := time.Now()
+		for i, w := range []string{"a", "b"} {
+			if tm := leases[i].Term(); tm != nil && tm.HandingOver() && leaseSaid[w].IsZero() {
+				leaseSaid[w] = now
+			}
+		}
+		rs, _ := presence.Read(context.Background(), reader, "handover")
+		for _, r := range rs {
+			if r.HandingOver && (r.Worker == "a" || r.Worker == "b") && recordSaid[r.Worker].IsZero() {
+				if !r.Until.After(r.At) {
+					t.Errorf("record of %s hands over until %v, written at %v; want a deadline after it", r.Worker, r.Until, r.At)
+				}
+				recordSaid[r.Worker] = now
+			}
+		}
+		time.Sleep(2 * time.Millisecond)
+		return !recordSaid["a"].IsZero() && !recordSaid["b"].IsZero()
+	})
+	for _, w := range []string{"a", "b"} {
+		if leaseSaid[w].IsZero() {
+			t.Errorf("worker %s's record said it hands over before its lease did", w)
+			continue
+		}
+		if d := recordSaid[w].Sub(leaseSaid[w]); d > iv/5 {
+			t.Errorf("worker %s's record said it hands over %v after its lease did; want within %v", w, d, iv/5)
+		}
+	}
+}

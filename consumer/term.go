@@ -133,13 +133,15 @@ func (tr *term) stop() {
 	tr.r.halt()
 }
 
-// watch follows the lease for the term: each renewal moves the pause; the
-// term's end, or the end of Run's context or of the lease, stops taking;
-// the deadline passing with no renewal ends the handlers' context.
+// watch follows the lease for the term: each renewal moves the pause (and
+// the one that hands it over has the presence record written at once);
+// the term's end, or the end of Run's context or of the lease, stops
+// taking; the deadline passing with no renewal ends the handlers' context.
 func (tr *term) watch(loop context.Context) {
 	timer := time.NewTimer(time.Until(tr.t.Deadline()))
 	defer timer.Stop()
 	ended, stopping := tr.t.Done(), loop.Done()
+	handedOver := false
 	for {
 		var renewal <-chan struct{}
 		if ended != nil {
@@ -156,6 +158,13 @@ func (tr *term) watch(loop context.Context) {
 			if !isDone(tr.t.Done()) {
 				tr.setPause()
 				timer.Reset(time.Until(tr.t.Deadline()))
+			}
+			if !handedOver && tr.t.HandingOver() {
+				handedOver = true
+				select { // say so now: the handover lasts less than an interval
+				case tr.sh.presenceNow <- struct{}{}:
+				default:
+				}
 			}
 		case <-timer.C:
 			d := tr.t.Deadline()
