@@ -525,3 +525,36 @@ func TestLeaveServesItsTermToItsCap(t *testing.T) {
 		s.verify()
 	})
 }
+
+// A worker started late in the registration window (past where the
+// settled slots end, before the window closes) is counted in that
+// interval: the group is fully assigned two intervals after its start,
+// as it is for a start anywhere in the window. (It waited for the next
+// window, 2.3 intervals, when a newcomer aimed only up to the slots' end.)
+func TestAJoinLateInTheWindowCountsInIt(t *testing.T) {
+	for _, phase := range []float64{0.83, 0.86} {
+		t.Run(fmt.Sprint(phase), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s := newSim(t, simOpts, 13)
+				for range 4 {
+					s.join()
+				}
+				s.advance(5 * simOpts.Interval)
+				if err := s.settled(); err != nil {
+					t.Fatal(err)
+				}
+				iv := simOpts.Interval
+				at := time.Duration(phase * float64(iv))
+				off := time.Duration(time.Now().UnixNano()) % iv
+				s.advance((at - off + iv) % iv)
+				s.join()
+				s.advance(2*iv + iv/40)
+				if err := s.settled(); err != nil {
+					t.Errorf("started at phase %.2f of the interval: not fully assigned 2.025 intervals later: %v", phase, err)
+				}
+				s.stopAll()
+				s.verify()
+			})
+		})
+	}
+}

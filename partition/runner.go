@@ -231,7 +231,7 @@ func (r *runner) handle(res result) error {
 	r.clock.add(res.sent, res.recv, rep.now)
 	if !rep.registered {
 		l.noteMiss()
-		r.aimAfterMiss(rep)
+		r.aimAfterMiss(rep, res.recv.Sub(res.sent))
 		return nil
 	}
 	rec := record{n: rep.interval, index: rep.index, prevCount: rep.prevCount, token: r.token}
@@ -374,8 +374,13 @@ func (r *runner) aim(n int64, i, p int) {
 // at its slot: at once when the slot has just passed inside the window,
 // else at the next interval's (never twice in one interval). Without one
 // (a new worker) it registers as soon as it can: at once inside the
-// window, else a little after the next window opens.
-func (r *runner) aimAfterMiss(rep reply) {
+// window (when its call, sent now, should arrive before the window
+// closes: the reply's offset plus the round trip it took), else a little
+// after the next window opens. (A call that arrives after the window
+// anyway is refused and aims again: it costs a round trip. Waiting instead
+// for the next window, as it once did past aimEnd, cost a join late in
+// the window a third of an interval more: BenchmarkJoinPhaseFigures.)
+func (r *runner) aimAfterMiss(rep reply, rtt time.Duration) {
 	l := r.l
 	n := rep.interval
 	if len(r.hist) > 0 {
@@ -400,7 +405,7 @@ func (r *runner) aimAfterMiss(rep reply) {
 		r.aimAt(n*l.iv + off)
 		return
 	}
-	if rep.offset >= l.lo && rep.offset < l.aimEnd() {
+	if rep.offset >= l.lo && rep.offset+rtt.Microseconds() < l.iv-l.lo {
 		r.nextAt = l.clock.Now()
 		return
 	}

@@ -443,10 +443,12 @@ inline aimAfterMiss(w) {
 			x = 0; sl = 0
 		fi
 	:: else ->
-		/* go: `if rep.offset >= l.lo && rep.offset < l.aimEnd()` (aimEnd = I - lo - lo/2) */
+		/* go: `if rep.offset >= l.lo && rep.offset+rtt < l.iv-l.lo` (the
+		   round trip is the model's nondeterministic delay: a call sent
+		   now may land anywhere after, and one after the window is refused) */
 		if
-		:: rO >= LO && 2 * rO < 2 * I - 3 * LO -> nextDue[w] = now
-		:: 2 * rO >= 2 * I - 3 * LO -> nextDue[w] = (rN + 1) * I + LO - bsk[w]
+		:: rO >= LO && rO < I - LO -> nextDue[w] = now
+		:: rO >= I - LO -> nextDue[w] = (rN + 1) * I + LO - bsk[w]
 		:: rO < LO -> nextDue[w] = rN * I + LO - bsk[w]
 		fi
 	fi
