@@ -1,28 +1,13 @@
 package delivery
 
 import (
-	"context"
 	"fmt"
 	"math/rand/v2"
 	"sort"
-	"strconv"
 	"testing"
 	"time"
 
 	"github.com/nandi-go/nandi/consumer"
-	"github.com/nandi-go/nandi/internal/natstest"
-	"github.com/nandi-go/nandi/internal/redistest"
-	"github.com/nandi-go/nandi/partition"
-	"github.com/nandi-go/nandi/transport"
-	"github.com/nandi-go/nandi/transport/kafkatopic"
-	"github.com/nandi-go/nandi/transport/memory"
-	"github.com/nandi-go/nandi/transport/natsjs"
-	"github.com/nandi-go/nandi/transport/redisstream"
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-	"github.com/redis/go-redis/v9"
-	"github.com/segmentio/kafka-go"
-	"github.com/twmb/franz-go/pkg/kfake"
 )
 
 // throughSizes is the scenario of issue 22 on an aligned source of 12
@@ -31,7 +16,8 @@ import (
 // does not); then every message must have been handled exactly once, in
 // order per id, only by its owner at that moment. Each worker reads only
 // the shards its lease can own ids in.
-func throughSizes(t *testing.T, f *fleet, publish func(key string, payload []byte)) {
+func throughSizes(f *fleet, publish publisher) {
+	t := f.t
 	ids, each := 3000, 8
 	f.ids = ids
 	f.live = map[int]*member{}
@@ -40,18 +26,7 @@ func throughSizes(t *testing.T, f *fleet, publish func(key string, payload []byt
 	for range 3 {
 		f.start()
 	}
-	produced := make(chan struct{})
-	go func() {
-		defer close(produced)
-		for s := range each {
-			for x := range ids {
-				publish(strconv.Itoa(x), fmt.Appendf(nil, "%d/%d", x, s))
-				if x%100 == 0 {
-					time.Sleep(10 * time.Millisecond) // about 2.4 seconds in all
-				}
-			}
-		}
-	}()
+	produced := produce(ids, each, 10*time.Millisecond, publish) // about 2.4 seconds in all
 	resize := func(n int) {
 		for len(f.live) < n {
 			f.start()
@@ -104,105 +79,20 @@ func throughSizes(t *testing.T, f *fleet, publish func(key string, payload []byt
 }
 
 func TestAlignedMemoryLogThroughGroupSizes(t *testing.T) {
-	log := memory.NewAlignedLog(12)
-	f := &fleet{t: t, srv: redistest.Start(t), opts: partition.Options{Name: groupName(t), Interval: 200 * time.Millisecond}, src: log.Source}
-	throughSizes(t, f, func(k string, p []byte) { log.Append(k, p) })
+	throughSizes(alignedMemoryLog(t, 12))
 }
 
 func TestAlignedRedisStreamsThroughGroupSizes(t *testing.T) {
-	srv := redistest.Start(t)
-	names := redisstream.Names("outbox", 12)
-	pub := srv.Client()
-	defer pub.Close()
-	src0, err := redisstream.NewSharded(pub, names, redisstream.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := &fleet{t: t, srv: srv, opts: partition.Options{Name: groupName(t), Interval: 200 * time.Millisecond}}
-	f.src = func() transport.Source {
-		src, err := redisstream.NewSharded(srv.Client(), names, redisstream.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return src
-	}
-	throughSizes(t, f, func(k string, p []byte) {
-		if err := pub.XAdd(context.Background(), &redis.XAddArgs{Stream: src0.StreamFor(k), Values: []any{"id", k, "payload", p}}).Err(); err != nil {
-			t.Error(err)
-		}
-	})
+	throughSizes(alignedRedisStreams(t, 12))
 }
 
-// Kafka through kfake: 12 partitions written with kafkatopic.Balancer.
+// Kafka through kfake (a Kafka protocol peer): 12 partitions written with
+// kafkatopic.Balancer.
 func TestAlignedKafkaThroughGroupSizes(t *testing.T) {
-	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(12, "outbox"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer kc.Close()
-	addrs := kc.ListenAddrs()
-	f := &fleet{t: t, srv: redistest.Start(t), opts: partition.Options{Name: groupName(t), Interval: 200 * time.Millisecond}}
-	f.src = func() transport.Source {
-		src, err := kafkatopic.New(addrs, "outbox", kafkatopic.Options{Aligned: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = src.Close() })
-		return src
-	}
-	tr := &kafka.Transport{}
-	w := &kafka.Writer{Addr: kafka.TCP(addrs...), Topic: "outbox", Balancer: kafkatopic.Balancer{}, Transport: tr, BatchTimeout: time.Millisecond, RequiredAcks: kafka.RequireAll}
-	defer func() {
-		_ = w.Close()
-		tr.CloseIdleConnections()
-	}()
-	var batch []kafka.Message
-	throughSizes(t, f, func(k string, p []byte) {
-		batch = append(batch, kafka.Message{Key: []byte(k), Value: p})
-		if len(batch) == 100 { // 24,000 is a multiple: nothing is left over
-			if err := w.WriteMessages(context.Background(), batch...); err != nil {
-				t.Error(err)
-			}
-			batch = batch[:0]
-		}
-	})
+	throughSizes(alignedKafkaTopic(t, 12))
 }
 
 // JetStream: a subject per shard (outbox.0 .. outbox.11).
 func TestAlignedJetStreamThroughGroupSizes(t *testing.T) {
-	ns := natstest.Start(t)
-	js, err := jetstream.New(ns.Conn())
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "OUTBOX", Subjects: []string{"outbox.*"}}); err != nil {
-		t.Fatal(err)
-	}
-	opts := natsjs.Options{Shards: 12, SubjectPrefix: "outbox"}
-	src0, err := natsjs.New(js, "OUTBOX", opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := &fleet{t: t, srv: redistest.Start(t), opts: partition.Options{Name: groupName(t), Interval: 200 * time.Millisecond}}
-	f.src = func() transport.Source {
-		wjs, err := jetstream.New(ns.Conn())
-		if err != nil {
-			t.Fatal(err)
-		}
-		src, err := natsjs.New(wjs, "OUTBOX", opts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return src
-	}
-	pub := ns.Conn()
-	throughSizes(t, f, func(k string, p []byte) {
-		m := nats.NewMsg(src0.SubjectFor(k))
-		m.Header.Set("id", k)
-		m.Data = p
-		if err := pub.PublishMsg(m); err != nil { // JetStream stores core publishes in order
-			t.Error(err)
-		}
-	})
+	throughSizes(alignedJetStream(t, 12))
 }

@@ -3,14 +3,15 @@ package delivery
 import (
 	"context"
 	"fmt"
-	"github.com/nandi-go/nandi/transport/redisstream"
-	"github.com/redis/go-redis/v9"
 	"math/rand/v2"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/nandi-go/nandi/transport/redisstream"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/nandi-go/nandi/checkpoint"
 	"github.com/nandi-go/nandi/consumer"
@@ -48,10 +49,13 @@ type fleet struct {
 	// before and after the change are in different shards); check still
 	// fails on two at once.
 	reordered *int
-	mu        sync.Mutex
-	rec       []handling
-	next      int
-	live      map[int]*member
+	// serveToCap, when set, says which workers leave serving their share
+	// to its cap (consumer.Options.ServeToCap).
+	serveToCap func(id int) bool
+	mu         sync.Mutex
+	rec        []handling
+	next       int
+	live       map[int]*member
 }
 
 type member struct {
@@ -88,7 +92,12 @@ func (f *fleet) start() int {
 		f.mu.Unlock()
 		return nil
 	}
-	c, err := consumer.New(l, f.src(), h, f.copt)
+	copt := f.copt
+	if f.serveToCap != nil && f.serveToCap(id) {
+		copt.ServeToCap = true
+		copt.ShutdownTimeout = 4 * f.opts.Interval
+	}
+	c, err := consumer.New(l, f.src(), h, copt)
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -108,6 +117,38 @@ func (f *fleet) stop(id int) {
 	}
 	f.t.Logf("worker %d stopped: %+v", id, m.c.Stats())
 	delete(f.live, id)
+}
+
+// produce publishes ids*each messages from a goroutine, each id's in
+// sequence ("id/seq"), pausing every 100 for pause, and closes the
+// channel it returns when all are published.
+func produce(ids, each int, pause time.Duration, publish publisher) <-chan struct{} {
+	produced := make(chan struct{})
+	go func() {
+		defer close(produced)
+		for s := range each {
+			for x := range ids {
+				publish(strconv.Itoa(x), fmt.Appendf(nil, "%d/%d", x, s))
+				if x%100 == 0 {
+					time.Sleep(pause)
+				}
+			}
+		}
+	}()
+	return produced
+}
+
+// finish waits for every message to be handled (30 seconds at most),
+// half a second more for anything handled twice to show, stops the
+// fleet and checks it.
+func (f *fleet) finish(ids, each int) {
+	deadline := time.Now().Add(30 * time.Second)
+	for f.handled() < ids*each && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(500 * time.Millisecond)
+	f.stopAll()
+	f.check(ids, each)
 }
 
 func (f *fleet) stopAll() {
@@ -225,18 +266,7 @@ func exactlyOnce(t *testing.T, f *fleet, publish func(key string, payload []byte
 	for range 3 {
 		f.start()
 	}
-	produced := make(chan struct{})
-	go func() {
-		defer close(produced)
-		for s := range each {
-			for x := range ids {
-				publish(strconv.Itoa(x), fmt.Appendf(nil, "%d/%d", x, s))
-				if x%100 == 0 {
-					time.Sleep(10 * time.Millisecond) // about 6 seconds in all
-				}
-			}
-		}
-	}()
+	produced := produce(ids, each, 10*time.Millisecond, publish) // about 6 seconds in all
 	time.Sleep(2 * time.Second)
 	a := f.start()
 	f.start()
@@ -249,13 +279,7 @@ func exactlyOnce(t *testing.T, f *fleet, publish func(key string, payload []byte
 		}
 	}
 	<-produced
-	deadline := time.Now().Add(30 * time.Second)
-	for f.handled() < ids*each && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
-	}
-	time.Sleep(500 * time.Millisecond) // anything handled twice shows up now
-	f.stopAll()
-	f.check(ids, each)
+	f.finish(ids, each)
 }
 
 func TestConsumerExactlyOnceThroughCleanRebalances(t *testing.T) {

@@ -2,13 +2,14 @@ package delivery
 
 import (
 	"context"
-	"github.com/nandi-go/nandi/transport/redisstream"
-	"github.com/redis/go-redis/v9"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/nandi-go/nandi/transport/redisstream"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/nandi-go/nandi/consumer"
 	"github.com/nandi-go/nandi/internal/natstest"

@@ -1,0 +1,77 @@
+package delivery
+
+import (
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/nandi-go/nandi/consumer"
+)
+
+// throughChurn is the scenario of a group that changes while it hands
+// over: 15,000 messages (3,000 ids, each five times in sequence) published
+// over about 4 seconds while a group of 3 goes through seven changes a
+// little over an interval apart (joins and clean leaves, each change
+// landing in the handover of the one before), half the leavers serving
+// their share to its cap (ServeToCap) and half draining at once. Then
+// every message must have been handled exactly once, in order per id,
+// only by its owner at that moment, never two of an id at once.
+func throughChurn(f *fleet, publish publisher) {
+	const ids, each = 3000, 5
+	f.live = map[int]*member{}
+	f.copt = consumer.Options{Concurrency: 4, CheckpointInterval: 50 * time.Millisecond}
+	f.serveToCap = func(id int) bool { return id%2 == 0 }
+	f.work = func() { time.Sleep(time.Duration(rand.Int64N(int64(time.Millisecond)))) }
+	for range 3 {
+		f.start()
+	}
+	produced := produce(ids, each, 25*time.Millisecond, publish) // about 4 seconds in all
+	time.Sleep(3 * f.opts.Interval)
+	var leaving []chan struct{}
+	leave := func() {
+		var id int
+		for x := range f.live {
+			if id == 0 || x < id {
+				id = x // the oldest: it holds a share
+			}
+		}
+		m := f.live[id]
+		delete(f.live, id)
+		done := make(chan struct{})
+		leaving = append(leaving, done)
+		go func() {
+			defer close(done)
+			m.cancel()
+			if err := <-m.done; err != nil {
+				f.t.Errorf("worker %d: Run = %v", id, err)
+			}
+		}()
+	}
+	for _, change := range []string{"join", "leave", "join", "join", "leave", "leave", "join"} {
+		if change == "join" {
+			f.start()
+		} else {
+			leave()
+		}
+		time.Sleep(f.opts.Interval * 13 / 10)
+	}
+	<-produced
+	for _, done := range leaving {
+		<-done
+	}
+	f.finish(ids, each)
+}
+
+func TestExactlyOnceThroughChurn(t *testing.T) {
+	for _, log := range []struct {
+		name string
+		open func(*testing.T, int) (*fleet, publisher)
+	}{
+		{"memory", alignedMemoryLog},
+		{"redis-streams", alignedRedisStreams},
+		{"kafka-kfake", alignedKafkaTopic}, // a Kafka protocol peer, not a Kafka broker
+		{"jetstream", alignedJetStream},
+	} {
+		t.Run(log.name, func(t *testing.T) { throughChurn(log.open(t, 4)) })
+	}
+}
