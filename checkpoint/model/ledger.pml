@@ -34,6 +34,11 @@
  *  BUG_NOFENCE  the write script without its fence (otok, ptok)
  *  BUG_NOUNDONE marks without the Undone list (all between Low and High done)
  *  BUG_NOKEEP   a term's write drops what the index's earlier mark knew beyond it
+ *  BUG_NOHOLD   (with FENCE) a provisional term opens the next epoch
+ *               before every index of the current one released it
+ *  BUG_MARKSLATE (with FENCE) a holder releases its index before its final
+ *               marks are written: the next epoch starts from marks that
+ *               are not final, and its holders do again what was done
  *  BUG_ANYR     the write script as it was before this model: an epoch is
  *               known by its number only. The model's counterexample (L=4,
  *               RM=3, TERMS=3, breadth first, depth 49): a holder of index
@@ -46,6 +51,15 @@
  *               1 of 3 skips it. write.lua now refuses a write whose
  *               replicas are not the epoch's (moved); Go regression test:
  *               checkpoint.TestLateWriteIntoAnEpochOfAnotherMappingIsMoved.
+ *
+ * FENCE adds the fenced handoff (docs/PROTOCOL.md): a term of other
+ * replicas than the live ones may also begin as a provisional term (the
+ * lease's, from one closed interval), which the ledger lets open the next
+ * epoch only when every index of the current one has released it: its
+ * holder's clean end writes its final marks and the release in one
+ * script call. An epoch created after the ledger was lost does not know
+ * who serves it, and fences nothing: provisional terms wait for the lease's
+ * timing there.
  */
 
 #ifndef L
@@ -78,6 +92,11 @@ byte pos[EP * RM];     /* lua: `n:pos:s:k` (Low) */
 byte top[EP * RM];     /* lua: `n:top:s:k` (High; 0: none, High is Low) */
 byte und[EP * RM];     /* lua: `n:und:s:k` (Undone, as a set of positions) */
 byte ptok[EP * RM];    /* lua: `n:ptok:s:k` */
+#ifdef FENCE
+byte rel[EP * RM];     /* lua: `n:rel:k`, the token that released index k of epoch n */
+bool nofence[EP];      /* lua: `n:nofence`: created after a loss */
+bool prov[W];          /* the worker's term is provisional */
+#endif
 #define EK(n, k) ((n) * RM + (k))
 #define LOW(n, k) (hasPos[EK(n, k)] -> pos[EK(n, k)] : estart[n])
 #define HIGH(n, k) (top[EK(n, k)] != 0 -> top[EK(n, k)] : LOW(n, k))
@@ -106,13 +125,38 @@ byte terms;
 byte events;
 
 /* results of the scripts */
-byte res;              /* 0 ok, 1 stale, 2 moved, 3 fenced */
+byte res;              /* 0 ok, 1 stale, 2 moved, 3 fenced, 4 held */
+
+#ifdef FENCE
+/* lua: every index of the current epoch released: its newest opener wrote
+   its release (or nobody opened it), and the epoch knows who serves it */
+#define REL(i) (otok[EK(cur, i)] == 0 || rel[EK(cur, i)] >= otok[EK(cur, i)])
+inline releasedInto(ok) {
+	ok = !nofence[cur];
+	for (i : 0 .. er[cur] - 1) { ok = ok && REL(i) }
+	i = 0
+}
+#endif
 
 /* lua: open.lua, for worker w holding (wk, wr, wt) */
 inline open(w) {
 	res = 0;
+#ifdef FENCE
+	rl = true;
+	if :: exists && prov[w] && er[cur] != wr[w] -> releasedInto(rl) :: else -> skip fi;
+#ifdef BUG_NOHOLD
+	rl = true;                                       /* a provisional term opens without the releases */
+#endif
+#endif
 	if
+#ifdef FENCE
+	:: !exists && prov[w] -> res = 4                    /* lua: held: a new ledger knows no releases */
+	:: exists && prov[w] && er[cur] == wr[w] && !REL(wk[w]) && otok[EK(cur, wk[w])] != wt[w] -> res = 4   /* lua: held: its index's last opener has not released */
+	:: exists && prov[w] && er[cur] != wr[w] && wt[w] > etok[cur] && !rl -> res = 4   /* lua: held */
+	:: !exists && !prov[w] ->
+#else
 	:: !exists ->
+#endif
 		/* lua: `if not cur then ... if seen > 0 then n, why = seen + 1, 'lost'` */
 		exists = true;
 		if
@@ -122,7 +166,15 @@ inline open(w) {
 		assert(n < EP);
 		hist = BIT(n);
 		create(n, s0, w)
+#ifdef FENCE
+		; nofence[n] = true
+#endif
+#ifdef FENCE
+	:: exists && !(prov[w] && er[cur] != wr[w] && wt[w] > etok[cur] && !rl) &&
+	   !(prov[w] && er[cur] == wr[w] && !REL(wk[w]) && otok[EK(cur, wk[w])] != wt[w]) ->
+#else
 	:: else ->
+#endif
 		if
 		:: er[cur] == wr[w] -> skip                    /* lua: `if rc == r ... return reply('ok', cur, why)` */
 		:: er[cur] != wr[w] && wt[w] <= etok[cur] -> res = 1   /* lua: `return {'stale', ...}` */
@@ -165,8 +217,13 @@ inline open(w) {
 	fi
 }
 
+
 inline forget(h) {
 	er[h] = 0; etok[h] = 0; estart[h] = 0;
+#ifdef FENCE
+	nofence[h] = false;
+	for (i : 0 .. RM - 1) { rel[EK(h, i)] = 0 }
+#endif
 	for (i : 0 .. RM - 1) {
 		otok[EK(h, i)] = 0; hasPos[EK(h, i)] = false; pos[EK(h, i)] = 0; top[EK(h, i)] = 0;
 		und[EK(h, i)] = 0; ptok[EK(h, i)] = 0
@@ -294,18 +351,32 @@ inline check() {
    or of the same index (the lease's exclusivity) */
 inline mayBegin(w, k, r, ok) {
 	ok = (st[w] == 0);
+#ifdef FENCE
+	if
+	:: prov[w] ->
+		/* a provisional term: fenced by the ledger from the live terms of
+		   other replicas, by time from those of its own (the lease) */
+		for (x : 0 .. W - 1) { ok = ok && !(st[x] == 1 && wr[x] == r && wk[x] == k) }
+	:: else ->
+		for (x : 0 .. W - 1) { ok = ok && !(st[x] == 1 && (wr[x] != r || wk[x] == k)) }
+	fi
+#else
 	for (x : 0 .. W - 1) { ok = ok && !(st[x] == 1 && (wr[x] != r || wk[x] == k)) }
+#endif
 }
 
 active proctype world() {
 	byte w, x, n, s0, i, h, p, e, mLow, mHigh, mUnd, extra, k, r;
-	bool ok, needed, dn;
+	bool ok, needed, dn, rl;
 	do
 	/* a term begins (go: the consumer opens the ledger at a new lease) */
 	:: terms < TERMS -> atomic {
 		select (w : 0 .. W - 1);
 		select (r : 1 .. RM);
 		select (k : 0 .. r - 1);
+#ifdef FENCE
+		if :: st[w] == 0 -> prov[w] = false :: st[w] == 0 -> prov[w] = true :: else -> skip fi;
+#endif
 		skip;                     /* (spin: a jump may not enter a d_step) */
 		d_step {
 			mayBegin(w, k, r, ok);
@@ -315,6 +386,9 @@ active proctype world() {
 				st[w] = 1; wk[w] = k; wr[w] = r; wt[w] = maxTok;
 				open(w);
 				if :: res == 1 -> st[w] = 0 :: else -> skip fi
+#ifdef FENCE
+				; if :: res == 4 -> st[w] = 0; terms--; maxTok--; wk[w] = 0; wr[w] = 0; wt[w] = 0; prov[w] = false :: else -> skip fi
+#endif
 			:: else -> skip
 			fi;
 			check(); w = 0; x = 0; k = 0; r = 0; ok = false; n = 0; s0 = 0; i = 0; h = 0; p = 0; needed = false; res = 0
@@ -355,13 +429,33 @@ active proctype world() {
 		:: st[w] == 1 && moved[w] && unf[w] == 0 ->
 			/* drained after a write met another epoch: it opens again */
 			d_step { open(w); if :: res == 1 -> st[w] = 0 :: else -> skip fi; check(); w = 0; n = 0; s0 = 0; i = 0; h = 0; needed = false; res = 0 }
+#if defined(FENCE) && defined(BUG_MARKSLATE)
 		:: st[w] == 1 ->
-			/* a clean end: the drain writes the last marks, what is unfinished stays listed */
+			/* the release first, the final marks in a later call */
+			d_step {
+				if :: exists && cur == we[w] && rel[EK(cur, wk[w])] < wt[w] -> rel[EK(cur, wk[w])] = wt[w] :: else -> skip fi;
+				st[w] = 3; w = 0
+			}
+		:: st[w] == 3 ->
 			d_step {
 				write(w);
+				st[w] = 0; unf[w] = 0; moved[w] = false; prov[w] = false;
+				check(); w = 0; e = 0; mLow = 0; mHigh = 0; mUnd = 0; extra = 0; p = 0; res = 0
+			}
+#else
+		:: st[w] == 1 ->
+			/* a clean end: the drain writes the last marks, what is unfinished
+			   stays listed (FENCE: and releases the index, in the same call) */
+			d_step {
+				write(w);
+#ifdef FENCE
+				if :: res == 0 && rel[EK(we[w], wk[w])] < wt[w] -> rel[EK(we[w], wk[w])] = wt[w] :: else -> skip fi;
+				prov[w] = false;
+#endif
 				st[w] = 0; unf[w] = 0; moved[w] = false;
 				check(); w = 0; e = 0; mLow = 0; mHigh = 0; mUnd = 0; extra = 0; p = 0; res = 0
 			}
+#endif
 		:: st[w] == 2 ->
 			d_step { st[w] = 0; unf[w] = 0; moved[w] = false; w = 0 }   /* the former holder's drain is over */
 		:: events < EVENTS && st[w] != 0 ->

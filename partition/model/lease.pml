@@ -180,6 +180,35 @@ byte lSent[W];
 
 bool act[W];
 
+#ifdef FENCE
+/* The fenced handoff (docs/PROTOCOL.md, "The fenced handoff"): a worker
+   whose registration shows the count changed takes the new mapping at
+   once, from one closed interval, as a provisional term that serves only
+   once the ledger lets it: when every holder of the ledger's current
+   epoch has released it (final marks and release in one script call) and
+   that epoch is fenceable (every term serving it opened it). The lease
+   is otherwise unchanged: a provisional term is confirmed by the next
+   registration (two agreeing closed intervals: an ordinary lease) or kept
+   to its cap and released. The ledger is abstract here: its epochs as
+   their replicas, and per index the newest opener that has not released
+   (checkpoint/model checks marks and skips). */
+bool prov[W];          /* go: Term.Provisional(): fenced by the ledger, not by time */
+bool fv[W];            /* go: `r.next`: a provisional term to begin once the live one ends */
+byte fk[W];
+byte fr[W];
+short fdl[W];
+byte fM[W];
+byte tT[W];            /* the term's fencing token: the interval it began in, plus 1 */
+bool opened[W];        /* go: the consumer's term opened the ledger: it serves */
+bool stale[W];         /* its open was refused for good (stale, or fenced by a newer opener) */
+bool kept[W];          /* the term is kept to its cap: the consumer drains it and releases */
+byte lr;               /* lua (checkpoint): `cur`'s replicas; 0: no ledger */
+byte lt;               /* the token that created `cur` */
+bool lfence;           /* every term serving `cur` opened it: not created after a loss */
+byte otk[X];           /* per index of `cur`: the token of its newest opener not released; 0: none */
+#define SERVES(w) (alive[w] && holds[w] && now < hdl[w] && opened[w])
+#endif
+
 /* One execution of the script, and its reply. */
 bool rOK;              /* "ok" (else "time") */
 byte rN;
@@ -233,6 +262,11 @@ inline canon() {
 		if :: holds[w] && now >= hdl[w] -> holds[w] = false :: else -> skip fi;
 		if :: retiring[w] && !holds[w] -> alive[w] = false; retiring[w] = false :: else -> skip fi;   /* its lease over, it exits */
 		if :: !holds[w] -> hk[w] = 0; hr[w] = 0; hdl[w] = 0; hM[w] = 0 :: else -> skip fi;
+#ifdef FENCE
+		if :: !holds[w] -> prov[w] = false; tT[w] = 0; opened[w] = false; stale[w] = false; kept[w] = false :: else -> skip fi;
+		if :: fv[w] && now >= fdl[w] -> fv[w] = false :: else -> skip fi;
+		if :: !fv[w] -> fk[w] = 0; fr[w] = 0; fdl[w] = 0; fM[w] = 0 :: else -> skip fi;
+#endif
 		if :: pend[w] && now >= pdl[w] -> pend[w] = false :: else -> skip fi;
 		if :: !pend[w] -> pk[w] = 0; pr[w] = 0; pdl[w] = 0; pM[w] = 0 :: else -> skip fi;
 		if :: now >= quar[w] -> quar[w] = 0 :: else -> skip fi;
@@ -345,8 +379,83 @@ inline keep(w, from) {
 	d = d + BUG_CAP;                                 /* kept BUG_CAP ticks past its cap */
 #endif
 	d = d - bsk[w];
-	if :: d > hdl[w] -> hdl[w] = d :: else -> skip fi
+	if :: d > hdl[w] -> hdl[w] = d :: else -> skip fi;
+#ifdef FENCE
+	kept[w] = true
+#else
+	skip
+#endif
 }
+
+#ifdef FENCE
+/* a term begins (go: `l.setTerm`): its token the interval it began in */
+inline newTerm(w, from, p) {
+	prov[w] = p; tT[w] = from + 1; opened[w] = false; stale[w] = false; kept[w] = false
+}
+
+/* lua (checkpoint/open.lua): a term's open. Of the current epoch's
+   replicas: join it, unless a newer opener has its index (fenced), and a
+   provisional term only where the index's last opener released. Of other
+   replicas: refused (stale) if a newer token created the current epoch;
+   else an ordinary term creates the next epoch (its lease's timing: no
+   term of another mapping serves), a provisional one only when the
+   current epoch is fenceable and every index of it released (else it
+   waits: "held", and tries again). */
+inline open(w) {
+	if
+	:: lr == hr[w] && otk[hk[w]] > tT[w] -> stale[w] = true
+#ifndef BUG_PJOIN
+	:: lr == hr[w] && prov[w] && otk[hk[w]] != 0 && otk[hk[w]] != tT[w] -> skip   /* held */
+	:: lr == hr[w] && !(otk[hk[w]] > tT[w]) && !(prov[w] && otk[hk[w]] != 0 && otk[hk[w]] != tT[w]) ->
+#else
+	:: lr == hr[w] && !(otk[hk[w]] > tT[w]) ->
+#endif
+		otk[hk[w]] = tT[w]; opened[w] = true
+	:: lr != hr[w] && lt > tT[w] -> stale[w] = true
+	:: lr != hr[w] && lt <= tT[w] && !prov[w] ->
+		lfence = (lr != 0); lr = hr[w]; lt = tT[w];
+#ifdef BUG_LOSTFENCE
+		lfence = true;                               /* a ledger created after a loss taken as fenceable */
+#endif
+		for (j : 0 .. X - 1) { otk[j] = 0 }
+		otk[hk[w]] = tT[w]; opened[w] = true
+	:: lr != hr[w] && lt <= tT[w] && prov[w] ->
+		used = lfence;
+		for (j : 0 .. X - 1) { used = used && otk[j] == 0 }
+#ifdef BUG_NOFENCE
+		used = true;
+#endif
+		if
+		:: used ->
+			lr = hr[w]; lt = tT[w];
+			for (j : 0 .. X - 1) { otk[j] = 0 }
+			otk[hk[w]] = tT[w]; opened[w] = true
+		:: else -> skip                              /* held: the old holders have not all released */
+		fi
+	fi;
+	j = 0; used = false
+}
+
+/* the consumer drains a kept term and ends it with its final marks and
+   the release, in one script call (lua: write.lua's release: cleared only
+   by the index's newest opener) */
+inline release(w) {
+	if :: lr == hr[w] && otk[hk[w]] == tT[w] -> otk[hk[w]] = 0 :: else -> skip fi;
+#ifndef BUG_SERVEON
+	holds[w] = false; opened[w] = false
+#else
+	skip                                             /* released, and serving on */
+#endif
+}
+
+/* the ledger is lost (on a Redis of its own): created again by the next
+   ordinary open, it does not know who serves */
+inline ledgerLoss() {
+	lr = 0; lt = 0; lfence = false;
+	for (j : 0 .. X - 1) { otk[j] = 0 };
+	j = 0
+}
+#endif
 
 /* go: runner.decide, at a registration in m = rN */
 inline decide(w) {
@@ -402,11 +511,34 @@ inline decide(w) {
 			:: holds[w] -> keep(w, hM[w])                /* go: `live.keep(...)`: served to its cap, not renewed */
 #endif
 			:: else -> skip
+			fi;
+#ifdef FENCE
+			/* go: `provisional(...)`: the count changed (count(m-1) != count(m-2))
+			   and the index is the one of m-1: the mapping the next registration
+			   confirms if nothing else changes, taken now, fenced by the ledger */
+			fv[w] = false;
+			if
+			:: m >= 1 && REC(w, m - 1) && recIdx[RI(w, m - 1)] == rIdx && rPC != recPC[RI(w, m - 1)] && rIdx - 1 < rPC && now >= quar[w] ->
+				d = (m + 1) * I + SLOT(rIdx - 1, rPC) + LO;
+				if :: d > (m + 2) * I -> d = (m + 2) * I :: else -> skip fi;
+				assert(2 * d <= 2 * (m + 2) * I - LO);
+				d = d - bsk[w];
+				if :: d > now -> fv[w] = true; fk[w] = rIdx - 1; fr[w] = rPC; fdl[w] = d; fM[w] = m :: else -> skip fi
+			:: else -> skip
 			fi
+#else
+			skip
+#endif
 		:: else ->
+#ifdef FENCE
+			fv[w] = false;
+#endif
 			if
 			:: holds[w] && hk[w] == k && hr[w] == rr ->
 				hM[w] = m;
+#ifdef FENCE
+				prov[w] = false; kept[w] = false;    /* go: a provisional term confirmed (an ordinary lease from m), or a kept one resumed */
+#endif
 				if :: d > hdl[w] -> hdl[w] = d :: else -> skip fi   /* go: `live.renew(deadline)` */
 			:: else ->
 				holds[w] = false;
@@ -416,6 +548,9 @@ inline decide(w) {
 				:: !(pend[w] && pk[w] == k && pr[w] == rr) && now < quar[w] -> pend[w] = true; pk[w] = k; pr[w] = rr; pdl[w] = d; pM[w] = m
 #endif
 				:: else -> holds[w] = true; hk[w] = k; hr[w] = rr; hdl[w] = d; hM[w] = m   /* go: `r.acquire(a, deadline)` */
+#ifdef FENCE
+					; newTerm(w, m, false)
+#endif
 				fi
 			fi
 		fi
@@ -522,8 +657,19 @@ inline checkExclusive() {
 	for (a : 0 .. W - 1) {
 		for (b : a + 1 .. W - 1) {
 			if
+#ifdef FENCE
+			/* ordinary leases by time, as without the fence */
+			:: alive[a] && alive[b] && holds[a] && holds[b] && now < hdl[a] && now < hdl[b] && !prov[a] && !prov[b] ->
+				assert(hr[a] == hr[b] && hk[a] != hk[b])
+			:: else -> skip
+			fi;
+			/* fenced: every term that serves, provisional or not */
+			if
+			:: SERVES(a) && SERVES(b) -> assert(hk[a] != hk[b] && hr[a] == hr[b])
+#else
 			:: alive[a] && alive[b] && holds[a] && holds[b] && now < hdl[a] && now < hdl[b] ->
 				assert(hr[a] == hr[b] && hk[a] != hk[b])
+#endif
 			:: else -> skip
 			fi
 		}
@@ -539,6 +685,9 @@ inline checkComplete() {
 		for (a : 0 .. W - 1) {
 			if
 			:: alive[a] && !paused[a] && !retiring[a] -> assert(holds[a] && now < hdl[a] && hr[a] == n && hk[a] < n)
+#ifdef FENCE
+				; assert(opened[a] && !prov[a])
+#endif
 			:: else -> skip
 			fi
 		}
@@ -550,6 +699,9 @@ inline checkComplete() {
    registering; a process that is gone does no work) */
 inline leave(w) {
 	alive[w] = false; holds[w] = false; calling[w] = false; retiring[w] = false
+#ifdef FENCE
+	; fv[w] = false; opened[w] = false
+#endif
 }
 
 /* the store restarts empty: a new generation, the clamp lost */
@@ -559,18 +711,27 @@ inline storeLoss() {
 	for (x : 0 .. R - 1) { cnt[x] = 0; ff[x] = 0 }
 	tmax = 0; fresh = true;
 	gen = (gen + 1) % 4
+#ifdef FENCE
+	; ledgerLoss()                                    /* the ledger beside the lease */
+#endif
 }
 
 /* a worker leaves cleanly (SIGTERM): it stops registering and serves the
    lease it holds to its cap, then exits */
 inline retire(w) {
 	retiring[w] = true; calling[w] = false; pend[w] = false;
+#ifdef FENCE
+	fv[w] = false;
+#endif
 	if :: holds[w] && now < hdl[w] -> keep(w, hM[w]) :: else -> holds[w] = false fi
 }
 
 inline join(w) {
 	alive[w] = true; paused[w] = false; probed[w] = false; hasSk[w] = false; retiring[w] = false;
 	wgen[w] = NONE; holds[w] = false; pend[w] = false; calling[w] = false;
+#ifdef FENCE
+	fv[w] = false; opened[w] = false;
+#endif
 	for (j : 0 .. R - 1) { hasRec[w * R + j] = false }
 	newest[w] = NONE;
 	newToken(w);
@@ -659,6 +820,9 @@ active proctype world() {
 			:: alive[w] && paused[w] -> event(); paused[w] = false    /* SIGCONT: answers lost while stopped are retried */
 			fi
 		:: events < EVENTS -> event(); d_step { storeLoss() }          /* the store restarts empty */
+#ifdef FENCE
+		:: events < EVENTS -> event(); d_step { ledgerLoss() }         /* the ledger, on a Redis of its own, is lost */
+#endif
 		:: events < EVENTS -> event(); skew = skew + LO                /* the server's clock steps forward by lo */
 		:: events < EVENTS && now + skew > I -> event(); skew = skew - I / 2;  /* it steps back: the clamp holds it */
 			if :: now + I / 2 > quiet -> quiet = now + I / 2 :: else -> skip fi   /* no interval ends until real time catches up */
@@ -689,12 +853,37 @@ active proctype world() {
 					:: pend[w] && now >= pdl[w] -> pend[w] = false
 					:: pend[w] && now < pdl[w] && now >= quar[w] ->
 						pend[w] = false; holds[w] = true; hk[w] = pk[w]; hr[w] = pr[w]; hdl[w] = pdl[w]; hM[w] = pM[w]
+#ifdef FENCE
+						; newTerm(w, pM[w], false)
+#endif
 					:: else -> skip
 					fi
 				:: else -> skip
 				fi;
 				act[w] = DUE(w)
 			}
+#ifdef FENCE
+			/* the consumers: a kept term drained and released; a provisional
+			   term begun once the one before it ended; a term's open (tried
+			   each tick until it serves or is refused for good) */
+			for (w : 0 .. W - 1) {
+				if :: alive[w] && !paused[w] && holds[w] && now < hdl[w] && kept[w] -> release(w) :: else -> skip fi
+			}
+			for (w : 0 .. W - 1) {
+				if
+				:: alive[w] && !paused[w] ->
+					if :: fv[w] && now >= fdl[w] -> fv[w] = false :: else -> skip fi;
+					if
+					:: fv[w] && !(holds[w] && now < hdl[w]) ->
+						fv[w] = false; holds[w] = true; hk[w] = fk[w]; hr[w] = fr[w]; hdl[w] = fdl[w]; hM[w] = fM[w];
+						newTerm(w, fM[w], true)
+					:: else -> skip
+					fi;
+					if :: holds[w] && now < hdl[w] && !opened[w] && !stale[w] -> open(w) :: else -> skip fi
+				:: else -> skip
+				fi
+			}
+#endif
 		}
 		/* The workers that act this tick, in every order. */
 		do
