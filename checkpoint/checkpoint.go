@@ -19,8 +19,9 @@ type Store interface {
 	// shards), and fences the writes of older holders of the index. It
 	// returns the epochs' heads, the holder's marks and the marks of older
 	// epochs that State.Done needs for the holder's tasks. It returns
-	// ErrStale when a newer mapping owns the ledger, and ErrShrunk when an
-	// aligned source has fewer shards than the ledger's log.
+	// ErrStale when a newer mapping owns the ledger, ErrShrunk when an
+	// aligned source has fewer shards than the ledger's log, and ErrHeld
+	// when a provisional term may not open yet.
 	Open(ctx context.Context, req OpenRequest) (*State, error)
 	// Write records a holder's marks, fenced by epoch (ErrMoved; ErrLate
 	// when they were recorded but the epoch has moved on) and by token
@@ -84,6 +85,16 @@ type OpenRequest struct {
 	Aligned bool
 	// Ends is where each shard of the log ends now (transport.Info.Ends).
 	Ends []transport.Position
+	// Provisional says the lease's term is provisional (partition's
+	// fenced handoff: Term.Provisional): it may create the next epoch only
+	// when every index of the current one has been released by its newest
+	// opener (WriteRequest.Release) and the current epoch knows who serves
+	// it (it was created for new replicas, not after a loss, a reset or a
+	// realignment); it may join an epoch of its own replicas only where its
+	// index was released. Otherwise Open returns ErrHeld and writes
+	// nothing: the caller waits and opens again, or for its term to be
+	// confirmed (an ordinary lease, which opens as before).
+	Provisional bool
 	// Rewound lists shards whose log went back below the marks (a topic or
 	// stream deleted and created again: its positions start over). Open
 	// then creates the next epoch, with those shards starting at Origin
@@ -107,6 +118,12 @@ type WriteRequest struct {
 	// index's progress.
 	Replicas int
 	Marks    map[int]Mark // per shard, the index's mark there
+	// Release says these are the term's final marks: the holder has
+	// drained and serves the index no more. Written in the same call as
+	// the marks, and only by the index's newest opener of the epoch, it
+	// lets a provisional term of the next mapping open the next epoch
+	// (OpenRequest.Provisional) from marks that are final.
+	Release bool
 }
 
 // Mark is one index's progress in one shard: every task of the index below

@@ -27,6 +27,12 @@ var (
 	// opened or written the epoch.
 	ErrFenced = errors.New("checkpoint: a newer holder has this index")
 
+	// ErrHeld is returned by Open for a provisional term
+	// (OpenRequest.Provisional) while an index of the current epoch has not
+	// been released, or the epoch does not know who serves it: nothing was
+	// written; open again later, or once the term is confirmed.
+	ErrHeld = errors.New("checkpoint: the current epoch is still held")
+
 	// ErrCorrupt is wrapped by the error of a ledger that cannot be parsed.
 	ErrCorrupt = errors.New("checkpoint: ledger unreadable")
 )

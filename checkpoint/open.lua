@@ -13,7 +13,9 @@
 -- ARGV[4]  shards of the source
 -- ARGV[5]  the highest epoch this worker has seen (0: none)
 -- ARGV[6]  1 when the source is aligned (shard s holds only ids with
---          id % shards == s), else 0
+--          id % shards == s), else 0; followed by "p" when the lease's
+--          term is provisional (the fenced handoff: it may open only an
+--          epoch every index of which has been released)
 -- ARGV[7 .. 6+shards]            where each shard starts for a group with no ledger
 -- ARGV[7+shards .. 6+2*shards]   the start of that seen epoch (the origin when none)
 -- ARGV[7+2*shards .. 6+3*shards] the end of each shard now (where the log
@@ -31,13 +33,16 @@
 -- HGETALL returns it. {"corrupt", 0, "field = value"}: a count the script
 -- loops over is not a whole number in range (nothing was written).
 -- {"shrunk", n, A}: the source is aligned with fewer shards than the
--- ledger's log (A); nothing was written.
+-- ledger's log (A); nothing was written. {"held", n, why}: a provisional
+-- term may not open yet (why: the indexes not released, or that the
+-- current epoch does not know who serves it); nothing was written.
 local r = tonumber(ARGV[1])
 local tok = tonumber(ARGV[2])
 local k = ARGV[3]
 local shards = tonumber(ARGV[4])
 local seen = tonumber(ARGV[5])
-local aligned = ARGV[6] == '1'
+local aligned = string.sub(ARGV[6], 1, 1) == '1'
+local provisional = string.find(ARGV[6], 'p', 1, true) ~= nil
 local origin, seenStart, ends = {}, {}, {}
 for s = 0, shards - 1 do
   origin[s + 1] = ARGV[7 + s]
@@ -53,14 +58,22 @@ local function reply(status, n, why)
   for _, x in ipairs(redis.call('HGETALL', head)) do table.insert(out, x) end
   return out
 end
--- The newest holder of index k to open epoch n fences older ones' writes.
+-- The newest holder of index k to open epoch n fences older ones' writes;
+-- the index is held until that holder releases it (n:held counts them).
 local function stamp(n)
   local f = n .. ':o:' .. k
   local o = tonumber(redis.call('HGET', marksKey, f))
-  if not o or o < tok then redis.call('HSET', marksKey, f, ARGV[2]) end
+  if not o or o < tok then
+    redis.call('HSET', marksKey, f, ARGV[2])
+    local rel = tonumber(redis.call('HGET', marksKey, n .. ':rel:' .. k)) or 0
+    if not o or rel >= o then redis.call('HINCRBY', head, n .. ':held', 1) end
+  end
 end
 
 if not get('cur') then
+  -- A provisional term never creates a ledger: a new one does not know who
+  -- serves (a ledger lost and created again under a live group).
+  if provisional then return {'held', 0, 'no ledger: waiting for the lease'} end
   -- No ledger. Marks and Lows without a head are what an earlier ledger
   -- left (its head deleted by hand, say): never read as this one's.
   redis.call('UNLINK', marksKey, lowsKey)
@@ -101,6 +114,13 @@ local A = 0
 if aligned and c.A > 0 then A = shards end
 local grown = c.A > 0 and A > c.A
 if c.r == r and not anyRewound and A == c.A then
+  if provisional then
+    -- Of its mapping already (another provisional term opened it): its
+    -- index's newest opener must have released it.
+    local o = tonumber(redis.call('HGET', marksKey, c.n .. ':o:' .. k))
+    local rel = tonumber(redis.call('HGET', marksKey, c.n .. ':rel:' .. k)) or 0
+    if o and rel < o and o ~= tok then return {'held', c.n, 'index ' .. k .. ' not released'} end
+  end
   if shards > c.shards then -- an unaligned log grew: new shards start at their origin, read by all
     for s = c.shards, shards - 1 do
       redis.call('HSET', head, c.n .. ':start:' .. s, origin[s + 1], c.n .. ':wait:' .. s, c.r)
@@ -115,11 +135,20 @@ local ctok = num(c.n .. ':tok') or 0
 if c.r ~= r and tok <= ctok then
   return {'stale', c.n, c.r .. ' ' .. ctok}
 end
+if provisional then
+  -- The fenced handoff: the next epoch starts from the final marks of
+  -- every index of this one, so every index must have been released, and
+  -- this epoch must know who serves it (one created for new replicas).
+  if get(c.n .. ':fence') ~= '1' then return {'held', c.n, 'epoch ' .. c.n .. ' does not know who serves it'} end
+  local held = num(c.n .. ':held') or 0
+  if held > 0 then return {'held', c.n, held .. ' of ' .. c.r .. ' indexes not released'} end
+end
 local was = c.was
 if grown then was = c.A end
 local because = 'replicas'
 if anyRewound then because = 'rewound' elseif grown then because = 'grew' elseif A ~= c.A then because = 'unaligned' end
 local n = successor(c, r, tok, math.max(shards, c.shards), A, was, origin, ends, rewound, grown and c.A or 0, false, because)
+if because == 'replicas' then redis.call('HSET', head, n .. ':fence', '1') end
 stamp(n)
 gcStep(256)
 return reply('new', n, why)

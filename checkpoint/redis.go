@@ -86,11 +86,14 @@ func (l *Redis) Open(ctx context.Context, req OpenRequest) (*State, error) {
 		return nil, fmt.Errorf("checkpoint: Open needs 1 <= replicas <= %d, 0 <= index < replicas and 1 to %d shards, got %d, %d and %d", MaxReplicas, MaxShards, req.Replicas, req.Index, shards)
 	}
 	args := make([]any, 0, 6+3*shards+len(req.Rewound))
-	aligned := 0
+	flags := "0"
 	if req.Aligned {
-		aligned = 1
+		flags = "1"
 	}
-	args = append(args, req.Replicas, req.Token, req.Index, shards, req.Seen, aligned)
+	if req.Provisional {
+		flags += "p"
+	}
+	args = append(args, req.Replicas, req.Token, req.Index, shards, req.Seen, flags)
 	for _, p := range req.Origin {
 		args = append(args, encode(p))
 	}
@@ -127,6 +130,8 @@ func (l *Redis) Open(ctx context.Context, req OpenRequest) (*State, error) {
 		return nil, corruptReply(why)
 	case "stale":
 		return nil, fmt.Errorf("%w: epoch %v has replicas and token %q, this lease has %d and %d", ErrStale, res[1], why, req.Replicas, req.Token)
+	case "held":
+		return nil, fmt.Errorf("%w: epoch %v: %s", ErrHeld, res[1], why)
 	case "shrunk":
 		return nil, fmt.Errorf("%w: the ledger's log (epoch %v) is aligned to %s shards, this source has %d: run every worker with all %s (a rolling update that adds shards finishes by itself); to remove shards, stop writing to them, let the group finish them (nandi status), stop it and reset its checkpoints (nandi checkpoint reset)",
 			ErrShrunk, res[1], why, shards, why)
@@ -322,11 +327,15 @@ func corruptReply(why string) error {
 
 // Write implements Store.
 func (l *Redis) Write(ctx context.Context, w WriteRequest) error {
-	if len(w.Marks) == 0 {
+	if len(w.Marks) == 0 && !w.Release {
 		return nil
 	}
 	args := make([]any, 0, 4+4*len(w.Marks))
-	args = append(args, w.Epoch, w.Token, w.Index, max(w.Replicas, 0))
+	replicas := strconv.Itoa(max(w.Replicas, 0))
+	if w.Release {
+		replicas += "r"
+	}
+	args = append(args, w.Epoch, w.Token, w.Index, replicas)
 	for s, m := range w.Marks {
 		high := m.High
 		if high.Less(m.Low) {

@@ -2,8 +2,10 @@
 -- See docs/PROTOCOL.md, "Checkpoints", and common.lua (before this).
 --
 -- ARGV[1]  epoch, ARGV[2] token, ARGV[3] index k, ARGV[4] replicas r of the
---          writer's lease ("0": not checked), then per shard four values:
---          shard, low, high, undone (encoded; "" for none)
+--          writer's lease ("0": not checked; followed by "r" when these are
+--          the term's final marks and it releases the index: the fenced
+--          handoff), then per shard four values: shard, low, high, undone
+--          (encoded; "" for none)
 --
 -- Replies {"ok"}; {"late", cur, its replicas} when the epoch is no longer
 -- current but its successor has the same replicas and it is still in the
@@ -21,6 +23,8 @@ local e = ARGV[1]
 local tok = tonumber(ARGV[2])
 local k = tonumber(ARGV[3])
 local r = ARGV[4]
+local release = string.sub(r, -1) == 'r'
+if release then r = string.sub(r, 1, -2) end
 local cur = get('cur')
 if not cur then return {'moved', '0', '0'} end
 local rc = get(cur .. ':r')
@@ -73,6 +77,16 @@ for i = 5, #ARGV, 4 do
         redis.call('ZADD', lowsKey, 0, member(ep.n, s, k, lo))
       end
     end
+  end
+end
+-- The release, with the final marks: only by the index's newest opener
+-- (a former holder's release releases nothing).
+if release and not late and o and tonumber(o) == tok then
+  local relf = e .. ':rel:' .. k
+  local rel = tonumber(redis.call('HGET', marksKey, relf)) or 0
+  if rel < tok then
+    redis.call('HSET', marksKey, relf, ARGV[2])
+    redis.call('HINCRBY', head, e .. ':held', -1)
   end
 end
 gcStep(256)

@@ -1,0 +1,109 @@
+package checkpoint
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/nandi-go/nandi/internal/redistest"
+	"github.com/nandi-go/nandi/transport"
+)
+
+// The fenced handoff on a real redis-server: a provisional term of new
+// replicas opens the next epoch only once every index of the current one
+// was released by its newest opener, with its final marks, and the new
+// epoch starts from those marks; never from a first epoch or one created
+// after a loss (they do not know who serves them), and a former holder's
+// release releases nothing.
+func TestProvisionalOpenWaitsForEveryRelease(t *testing.T) {
+	srv := redistest.Start(t)
+	l := NewRedis(srv.Client(), "fenced")
+	ctx := context.Background()
+	origin := []transport.Position{{}}
+	open := func(r, k int, tok int64, prov bool) (*State, error) {
+		return l.Open(ctx, OpenRequest{Replicas: r, Index: k, Token: tok, Origin: origin, Provisional: prov})
+	}
+	final := func(e int64, r, k int, tok int64, low uint64) error {
+		return l.Write(ctx, WriteRequest{Epoch: e, Token: tok, Index: k, Replicas: r, Release: true,
+			Marks: map[int]Mark{0: {Low: transport.Offset(low), High: transport.Offset(low)}}})
+	}
+	if _, err := open(2, 0, 10, true); !errors.Is(err, ErrHeld) {
+		t.Fatalf("a provisional open of no ledger = %v; want ErrHeld (it never creates one)", err)
+	}
+	// Epoch 1 (first): fences nothing, even released.
+	for k := range 2 {
+		if _, err := open(2, k, 10, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for k := range 2 {
+		if err := final(1, 2, k, 10, 8); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := open(3, 0, 20, true); !errors.Is(err, ErrHeld) {
+		t.Fatalf("a provisional open over a first epoch = %v; want ErrHeld", err)
+	}
+	// Epoch 2, created by an ordinary term of 3 (the lease's timing): it
+	// knows who serves it.
+	for k := range 3 {
+		if _, err := open(3, k, 30, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st, _ := l.Read(ctx); st.Current.N != 2 {
+		t.Fatalf("epoch %d; want 2", st.Current.N)
+	}
+	// Index 2 reopened by a newer term of the same mapping (token 35):
+	// the older one's release (token 30) releases nothing.
+	if _, err := open(3, 2, 35, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := final(2, 3, 0, 30, 12); err != nil {
+		t.Fatal(err)
+	}
+	if err := final(2, 3, 1, 30, 12); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := open(4, 0, 40, true); !errors.Is(err, ErrHeld) {
+		t.Fatalf("a provisional open with index 2 unreleased = %v; want ErrHeld", err)
+	}
+	if err := final(2, 3, 2, 30, 12); !errors.Is(err, ErrFenced) {
+		t.Fatalf("a former holder's final write = %v; want ErrFenced", err)
+	}
+	if _, err := open(4, 0, 40, true); !errors.Is(err, ErrHeld) {
+		t.Fatalf("a provisional open after a former holder's release = %v; want ErrHeld", err)
+	}
+	if err := final(2, 3, 2, 35, 12); err != nil {
+		t.Fatal(err)
+	}
+	st, err := open(4, 0, 40, true)
+	if err != nil || !st.Created || st.Current.N != 3 {
+		t.Fatalf("a provisional open after every release = %+v, %v; want epoch 3 created", st, err)
+	}
+	if got := st.Current.Start[0]; got != transport.Offset(12) {
+		t.Fatalf("epoch 3 starts at %v; want 12, where every final mark of epoch 2 is", got)
+	}
+	// Another provisional term of 4 joins its epoch; an ordinary term of
+	// an older lease is stale.
+	if _, err := open(4, 1, 40, true); err != nil {
+		t.Fatalf("a second provisional term of the new mapping = %v", err)
+	}
+	if _, err := open(3, 1, 35, false); !errors.Is(err, ErrStale) {
+		t.Fatalf("the old mapping's open after the handoff = %v; want ErrStale", err)
+	}
+	// The ledger lost: created again (lost), it fences nothing.
+	if err := srv.Client().Del(ctx, Key("fenced")).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Open(ctx, OpenRequest{Replicas: 4, Index: 0, Token: 50, Origin: origin, Seen: 3, SeenStart: []transport.Position{transport.Offset(12)}}); err != nil {
+		t.Fatal(err)
+	}
+	for k := range 4 {
+		_, _ = open(4, k, 50, false)
+		_ = final(4, 4, k, 50, 12)
+	}
+	if _, err := open(5, 0, 60, true); !errors.Is(err, ErrHeld) {
+		t.Fatalf("a provisional open over a ledger created after a loss = %v; want ErrHeld", err)
+	}
+}
