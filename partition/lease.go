@@ -51,6 +51,13 @@ type Lease struct {
 	leave     chan struct{} // closed by Leave
 	leaveOnce sync.Once
 
+	// fenced: the lease's user fences its terms through a ledger, so the
+	// lease issues provisional terms at a change of count
+	// (leaseseam.Fence); released wakes the runner when a term's user
+	// released it (Term.Release).
+	fenced   atomic.Bool
+	released chan struct{}
+
 	stats leaseStats
 }
 
@@ -102,8 +109,9 @@ func newLease(st store, opts Options) *Lease {
 		clock:   opts.Clock,
 		id:      binary.LittleEndian.Uint64(seed[:8]),
 		rnd:     rand.New(rand.NewPCG(binary.LittleEndian.Uint64(seed[:8]), binary.LittleEndian.Uint64(seed[8:]))),
-		changed: make(chan struct{}),
-		leave:   make(chan struct{}),
+		changed:  make(chan struct{}),
+		leave:    make(chan struct{}),
+		released: make(chan struct{}, 1),
 	}
 }
 

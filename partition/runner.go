@@ -48,6 +48,9 @@ type runner struct {
 	quarantine time.Time
 	clock      clockMap
 	pend       *pending
+	// next is a provisional term (the fenced handoff) that begins once the
+	// live term has ended: released by its user, or at its cap.
+	next *pending
 }
 
 func (r *runner) loop() error {
@@ -57,9 +60,21 @@ func (r *runner) loop() error {
 	defer timer.Stop()
 	for {
 		now := l.clock.Now()
-		// Local expiry first: the deadline is a timer, not an error.
+		// Local expiry first: the deadline is a timer, not an error. A
+		// term its user released ends now.
 		if t := l.liveTerm(); t != nil && !now.Before(t.localDeadline()) {
 			r.expire(t)
+		} else if t != nil {
+			if why := t.releasedFor(); why != nil {
+				l.endTerm(t, why)
+			}
+		}
+		if p := r.next; p != nil && l.liveTerm() == nil {
+			r.next = nil
+			if now.Before(p.deadline) {
+				r.acquire(p.a, p.m, p.deadline, true)
+				continue
+			}
 		}
 		if r.leaving && l.liveTerm() == nil {
 			return nil
@@ -69,7 +84,7 @@ func (r *runner) loop() error {
 				r.pend = nil
 			} else if !now.Before(p.start) {
 				r.pend = nil
-				r.acquire(p.a, p.m, p.deadline)
+				r.acquire(p.a, p.m, p.deadline, false)
 				continue
 			}
 		}
@@ -87,8 +102,9 @@ func (r *runner) loop() error {
 		select {
 		case <-r.ctx.Done():
 			return nil
+		case <-l.released:
 		case <-leave:
-			r.leaving, r.pend = true, nil
+			r.leaving, r.pend, r.next = true, nil, nil
 			if t := l.liveTerm(); t != nil {
 				r.keep(t, ErrStopped)
 			}
@@ -223,7 +239,7 @@ func (r *runner) handle(res result) error {
 				l.endTerm(t, ErrGenerationChanged)
 			}
 		}
-		r.gen, r.hist, r.pend = rep.gen, nil, nil
+		r.gen, r.hist, r.pend, r.next = rep.gen, nil, nil, nil
 		// Leases of an earlier generation end within two intervals of
 		// anything the new one answered; hold nothing before then.
 		r.quarantine = res.recv.Add(2 * l.opts.Interval)
@@ -299,8 +315,15 @@ func (r *runner) decide(cur record) {
 			r.keep(live, ErrMappingChanged)
 		}
 		r.pend = nil
+		r.next = r.provisional(cur, p1, ok1)
+		if r.next != nil && l.liveTerm() == nil {
+			p := r.next
+			r.next = nil
+			r.acquire(p.a, p.m, p.deadline, true)
+		}
 		return
 	}
+	r.next = nil
 	a := Assignment{Index: k, Replicas: rr, Token: token(m, l.iv)}
 	if live != nil && live.a.Index == k && live.a.Replicas == rr {
 		live.resume(m, deadline)
@@ -318,7 +341,35 @@ func (r *runner) decide(cur record) {
 		r.pend = &pending{a: a, m: m, start: r.quarantine, deadline: deadline}
 		return
 	}
-	r.acquire(a, m, deadline)
+	r.acquire(a, m, deadline, false)
+}
+
+// provisional is the term the fenced handoff takes at registration cur in
+// m, nil if none: the count changed (count(m-1) differs from count(m-2)),
+// the index is the one of m-1, and it is in range. It is the term the
+// next registration confirms if nothing else changes (two agreeing closed
+// intervals), taken an interval early from one closed interval, with the
+// deadline an ordinary lease from m would have; its user's ledger fences
+// it until every former holder has released what it serves
+// (docs/PROTOCOL.md, "The fenced handoff"; lease.pml with FENCE). Only a
+// lease whose user fences asks for it. The quarantine after a new
+// generation does not hold it back: the ledger fences it from the holders
+// of the earlier generation (it knows them, or was lost with the store
+// and fences nothing), as lease.pml checks with the lease's store lost
+// apart from the ledger's.
+func (r *runner) provisional(cur, p1 record, ok1 bool) *pending {
+	l := r.l
+	m := cur.n
+	if !l.fenced.Load() || !ok1 || p1.index != cur.index || cur.prevCount == p1.prevCount || cur.index >= cur.prevCount {
+		return nil
+	}
+	now := l.clock.Now()
+	due := (m+1)*l.iv + l.slot(cur.index, cur.prevCount)
+	deadline := r.clock.local(min(due+l.lo, (m+2)*l.iv))
+	if !deadline.After(now) {
+		return nil
+	}
+	return &pending{a: Assignment{Index: cur.index, Replicas: cur.prevCount, Token: token(m, l.iv)}, m: m, deadline: deadline}
 }
 
 // keep stops renewing t, for why, and keeps it to its cap: half a gap
@@ -350,17 +401,17 @@ func (r *runner) expire(t *Term) {
 	r.l.endTerm(t, why)
 }
 
-func (r *runner) acquire(a Assignment, m int64, deadline time.Time) {
+func (r *runner) acquire(a Assignment, m int64, deadline time.Time, provisional bool) {
 	l := r.l
 	now := l.clock.Now()
 	if !now.Before(deadline) {
 		return
 	}
 	t := newTerm(a, l.clock, now, deadline)
-	t.m = m
+	t.m, t.provisional, t.wake = m, provisional, l.released
 	l.setTerm(t, false)
 	l.noteAcquired()
-	l.log.Info("lease acquired", "index", a.Index, "replicas", a.Replicas, "token", a.Token, "deadline", deadline.Sub(now))
+	l.log.Info("lease acquired", "index", a.Index, "replicas", a.Replicas, "token", a.Token, "deadline", deadline.Sub(now), "provisional", provisional)
 	l.emit(traceEvent{kind: traceAcquired, a: a, at: l.clock.Host(now), deadline: l.clock.Host(deadline)})
 }
 

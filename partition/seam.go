@@ -20,6 +20,7 @@ func init() {
 		return newLease(&memLink{s: s, iv: opts.Interval.Microseconds(), ppm: gapPPM(opts.Gap)}, opts), nil
 	})
 	leaseseam.ProvideStandDown(standDownAtChange.Store)
+	leaseseam.ProvideFence(func(l any, on bool) { l.(*Lease).fenced.Store(on) })
 }
 
 // standDownAtChange: a registration that disagrees ends the term at once

@@ -148,10 +148,15 @@ func (s *sim) sample() {
 	}
 }
 
+// held is what each worker holds by the lease's timing: a provisional
+// term (the fenced handoff) is its user's ledger's to fence, not counted.
 func (s *sim) held() []leasecheck.Held {
 	var out []leasecheck.Held
 	for _, w := range s.sorted() {
 		a, ok := w.l.Current()
+		if t := w.l.Term(); ok && t != nil && t.Provisional() {
+			ok = false
+		}
 		out = append(out, leasecheck.Held{Worker: w.id, Index: a.Index, Replicas: a.Replicas, OK: ok})
 	}
 	return out

@@ -46,6 +46,13 @@ type Term struct {
 	// there with kept. Nil while it is renewed.
 	kept error
 
+	// provisional: taken at a change of count from one closed interval,
+	// fenced by its user's ledger, until a registration confirms it.
+	provisional bool
+	// released: its user released it (Release); wake tells the runner.
+	released bool
+	wake     chan<- struct{}
+
 	// m is the interval of the registration that issued or last renewed
 	// the term; only the lease's runner uses it.
 	m int64
@@ -155,6 +162,51 @@ func (t *Term) renew(deadline time.Time) {
 // consumer).
 func (t *Term) HandingOver() bool { return t.keptFor() != nil }
 
+// Provisional reports whether the term is provisional: taken at a change
+// of the group's count from that one closed interval, before the next
+// registration confirms it (two agreeing closed intervals: from then on an
+// ordinary term, and Provisional reports false). Its exclusivity is not
+// the lease's timing but its user's fence: it may serve only what every
+// former holder has released (package consumer's ledger:
+// checkpoint.OpenRequest.Provisional). Only a lease whose user fences its
+// terms issues provisional terms: package consumer's, over a log with
+// checkpoints (docs/PROTOCOL.md, "The fenced handoff").
+func (t *Term) Provisional() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.provisional
+}
+
+// Release ends a term that is handed over (HandingOver) before its cap:
+// its user has drained it and released it in its ledger, so the lease may
+// begin the next mapping's provisional term at once. The term ends with
+// the reason it was handed over. It does nothing to a term that is not
+// handed over, or has ended.
+func (t *Term) Release() {
+	t.mu.Lock()
+	ok := t.kept != nil && t.err == nil && t.wake != nil
+	t.released = t.released || ok
+	t.mu.Unlock()
+	if !ok {
+		return
+	}
+	select {
+	case t.wake <- struct{}{}:
+	default: // a wake-up is pending: the runner looks at the live term then
+	}
+}
+
+// releasedFor is why a term its user released was handed over; nil if it
+// was not released.
+func (t *Term) releasedFor() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.released {
+		return nil
+	}
+	return t.kept
+}
+
 // keptFor is why the term is handed over, nil while it is renewed.
 func (t *Term) keptFor() error {
 	t.mu.Lock()
@@ -176,6 +228,7 @@ func (t *Term) keepTo(cap time.Time, why error) {
 func (t *Term) resume(m int64, deadline time.Time) {
 	t.mu.Lock()
 	t.kept = nil
+	t.provisional = false // a provisional term confirmed
 	t.mu.Unlock()
 	t.m = m
 	t.renew(deadline)

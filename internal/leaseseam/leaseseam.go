@@ -56,3 +56,20 @@ func StandDownAtChange(on bool) {
 	}
 	standDown(on)
 }
+
+var fence func(lease any, on bool)
+
+// ProvideFence is called by package partition with the switch below.
+func ProvideFence(set func(lease any, on bool)) { fence = set }
+
+// Fence makes lease (a *partition.Lease) issue provisional terms at a
+// change of count (the fenced handoff, docs/PROTOCOL.md): package
+// consumer switches it on for a log with checkpoints, whose ledger fences
+// each provisional term until the former holders released it. A lease
+// whose user does not fence must never issue them.
+func Fence(lease any, on bool) {
+	if fence == nil {
+		panic("leaseseam: package partition is not loaded; import it")
+	}
+	fence(lease, on)
+}

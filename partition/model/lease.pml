@@ -515,10 +515,12 @@ inline decide(w) {
 #ifdef FENCE
 			/* go: `provisional(...)`: the count changed (count(m-1) != count(m-2))
 			   and the index is the one of m-1: the mapping the next registration
-			   confirms if nothing else changes, taken now, fenced by the ledger */
+			   confirms if nothing else changes, taken now, fenced by the ledger
+			   (not by the quarantine: the ledger knows the holders of an earlier
+			   generation, or was lost with the store and fences nothing) */
 			fv[w] = false;
 			if
-			:: m >= 1 && REC(w, m - 1) && recIdx[RI(w, m - 1)] == rIdx && rPC != recPC[RI(w, m - 1)] && rIdx - 1 < rPC && now >= quar[w] ->
+			:: m >= 1 && REC(w, m - 1) && recIdx[RI(w, m - 1)] == rIdx && rPC != recPC[RI(w, m - 1)] && rIdx - 1 < rPC ->
 				d = (m + 1) * I + SLOT(rIdx - 1, rPC) + LO;
 				if :: d > (m + 2) * I -> d = (m + 2) * I :: else -> skip fi;
 				assert(2 * d <= 2 * (m + 2) * I - LO);
@@ -704,13 +706,17 @@ inline leave(w) {
 #endif
 }
 
-/* the store restarts empty: a new generation, the clamp lost */
-inline storeLoss() {
+/* the store restarts empty: a new generation, the clamp lost (and the
+   ledger beside it, unless LEASEONLY: the ledger on a Redis of its own) */
+inline leaseLoss() {
 	for (x : 0 .. R * X - 1) { granted[x] = 0 }
 	for (x : 0 .. R * TOK - 1) { tokIdx[x] = 0 }
 	for (x : 0 .. R - 1) { cnt[x] = 0; ff[x] = 0 }
 	tmax = 0; fresh = true;
 	gen = (gen + 1) % 4
+}
+inline storeLoss() {
+	leaseLoss()
 #ifdef FENCE
 	; ledgerLoss()                                    /* the ledger beside the lease */
 #endif
@@ -822,6 +828,7 @@ active proctype world() {
 		:: events < EVENTS -> event(); d_step { storeLoss() }          /* the store restarts empty */
 #ifdef FENCE
 		:: events < EVENTS -> event(); d_step { ledgerLoss() }         /* the ledger, on a Redis of its own, is lost */
+		:: events < EVENTS -> event(); d_step { leaseLoss() }          /* the lease's Redis restarts empty, the ledger's does not */
 #endif
 		:: events < EVENTS -> event(); skew = skew + LO                /* the server's clock steps forward by lo */
 		:: events < EVENTS && now + skew > I -> event(); skew = skew - I / 2;  /* it steps back: the clamp holds it */

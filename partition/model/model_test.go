@@ -23,8 +23,8 @@ func bounds() map[string]spintest.Run {
 		// the last: about 10 million states, 20 s
 		"events=2": {Defines: []string{"EVENTS=2", "NINT=9", "Q=5"}, Compile: []string{"-DCOLLAPSE"}},
 		// the fenced handoff (provisional terms, the ledger's releases),
-		// any 2 faults or membership changes, a lost ledger among them:
-		// about 15 million states, 21 s
+		// any 2 faults or membership changes, a lost ledger or a lost
+		// lease store among them: about 17 million states, 27 s
 		"fence,events=2": {Defines: []string{"FENCE", "EVENTS=2", "NINT=9", "Q=5"}, Compile: []string{"-DCOLLAPSE"}},
 	}
 	switch spintest.Mode() {
