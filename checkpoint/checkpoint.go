@@ -182,6 +182,12 @@ type Epoch struct {
 	// ResetAt is when Redis.Reset created the epoch (zero: a worker's
 	// open did).
 	ResetAt time.Time
+	// Fenced says the epoch knows who serves it (it was created for new
+	// replicas): a provisional term of the next mapping may open the next
+	// epoch once every index has released it (OpenRequest.Provisional),
+	// and Held is how many have not.
+	Fenced bool
+	Held   int
 
 	lows []transport.Position // per shard, the low watermark the store computed (Read, ReadLow)
 	gone map[int]bool         // shards rewound since: their marks say nothing

@@ -163,7 +163,9 @@ func optionalCount(all map[string]string, field string, max int) (int, error) {
 
 func parseEpoch(all map[string]string, n int64) (*Epoch, error) {
 	p := strconv.FormatInt(n, 10) + ":"
-	e := &Epoch{N: n, Marks: map[Slot]Mark{}, Tokens: map[Slot]int64{}, Opened: map[int]int64{}, Cut: map[int]transport.Position{}, gone: map[int]bool{}, Why: all[p+"why"]}
+	e := &Epoch{N: n, Marks: map[Slot]Mark{}, Tokens: map[Slot]int64{}, Opened: map[int]int64{}, Cut: map[int]transport.Position{}, gone: map[int]bool{}, Why: all[p+"why"],
+		Fenced: all[p+"fence"] == "1"}
+	e.Held, _ = strconv.Atoi(all[p+"held"])
 	var err error
 	if e.R, err = count(all, p+"r", MaxReplicas); err != nil {
 		return nil, err

@@ -53,6 +53,11 @@ type shared struct {
 	interval time.Duration // the lease's
 	group    string        // the lease's name
 
+	// fenced: the lease issues provisional terms, which this consumer's
+	// ledger fences (a log with checkpoints: the fenced handoff); leaving:
+	// Run's context ended and the term is served to its cap (ServeToCap).
+	fenced, leaving atomic.Bool
+
 	stats    stats
 	drains   hist.H
 	handling *hist.H      // handler calls' durations (Options.HandlerBuckets)

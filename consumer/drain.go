@@ -22,7 +22,7 @@ func (tr *term) drain(shutdown bool) {
 		// Now, while the term is held, not only after the wait: a handler
 		// that runs to the deadline would otherwise delay the write until
 		// the next holder has opened the ledger without it.
-		_ = tr.writeMarks()
+		_ = tr.writeMarks(false)
 	}
 	waitCtx, grace := tr.ctx, overdueGrace
 	if shutdown {
@@ -64,7 +64,15 @@ func (tr *term) drain(shutdown bool) {
 	// book's lists: the last marks say it is not done.
 	tr.abandon(tr.r.join())
 	if tr.info.Log {
-		_ = tr.writeMarks()
+		// The last marks. Unless the term serves its index again (a new
+		// epoch or shape under it), they release it: with the fenced
+		// handoff, the next mapping's provisional terms wait for every
+		// index's release, and the lease begins this worker's own next
+		// term at once (Term.Release).
+		release := !tr.moved.Load() && tr.grew.Load() == 0 && tr.again.Load() == nil
+		if err := tr.writeMarks(release); err == nil && release {
+			tr.t.Release()
+		}
 		tr.keepAges()
 	}
 	tr.sh.drains.Observe(time.Since(start))

@@ -38,7 +38,7 @@ func (tr *term) writer() {
 			return
 		}
 		last = time.Now()
-		if err := tr.writeMarks(); errors.Is(err, checkpoint.ErrMoved) {
+		if err := tr.writeMarks(false); errors.Is(err, checkpoint.ErrMoved) {
 			tr.moved.Store(true)
 			tr.stop()
 			return
@@ -47,9 +47,12 @@ func (tr *term) writer() {
 }
 
 // writeMarks writes the marks that moved since the last write (one write
-// at a time). A failure is logged once per spell; the next write carries
-// the same marks or later ones. It returns the write's error.
-func (tr *term) writeMarks() error {
+// at a time); with release, they are the term's last, and the write
+// releases its index (the fenced handoff: a provisional successor may
+// open the next epoch once every index is released). A failure is logged
+// once per spell; the next write carries the same marks or later ones. It
+// returns the write's error.
+func (tr *term) writeMarks(release bool) error {
 	tr.writeMu.Lock()
 	defer tr.writeMu.Unlock()
 	var cur *checkpoint.Epoch
@@ -62,12 +65,12 @@ func (tr *term) writeMarks() error {
 		}
 		return m
 	})
-	if len(marks) == 0 {
+	if (len(marks) == 0 && !release) || tr.st == nil {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), tr.sh.interval)
 	defer cancel()
-	w := checkpoint.WriteRequest{Epoch: tr.st.Current.N, Token: tr.a.Token, Index: tr.a.Index, Replicas: tr.a.Replicas, Marks: marks}
+	w := checkpoint.WriteRequest{Epoch: tr.st.Current.N, Token: tr.a.Token, Index: tr.a.Index, Replicas: tr.a.Replicas, Marks: marks, Release: release}
 	err := tr.sh.ledger.Write(ctx, w)
 	if err != nil && !errors.Is(err, checkpoint.ErrLate) {
 		tr.sh.stats.checkpointFailures.Add(1)

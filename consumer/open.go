@@ -13,6 +13,11 @@ import (
 
 var errTermOver = errors.New("consumer: the term ended")
 
+// heldPoll is how often a provisional term's open looks again while the
+// former holders drain (checkpoint.ErrHeld): a drain of short tasks takes
+// a few milliseconds.
+const heldPoll = 5 * time.Millisecond
+
 // open opens the ledger for the term and the log from its marks, retrying
 // with backoff for as long as the term lasts: a held index is always
 // being served, or being retried and reported (Stats.Unserved). A ledger
@@ -32,6 +37,15 @@ func (tr *term) open() (transport.Reader, error) {
 		}
 		if errors.Is(err, checkpoint.ErrStale) {
 			return nil, err
+		}
+		if errors.Is(err, checkpoint.ErrHeld) {
+			// A provisional term waits for the former holders' releases
+			// (their drains), or for its confirmation: no failure.
+			tr.log.DebugContext(tr.ctx, "waiting for the former holders to release the checkpoints", "err", err)
+			if !sleep(tr.taking, heldPoll) {
+				return nil, errTermOver
+			}
+			continue
 		}
 		tr.sh.unserved.Store(true)
 		var wait time.Duration
@@ -70,7 +84,7 @@ func (tr *term) openOnce() (transport.Reader, error) {
 	}
 	opener, subset := tr.sh.src.(transport.ShardOpener)
 	req := checkpoint.OpenRequest{Replicas: tr.a.Replicas, Index: tr.a.Index, Token: tr.a.Token, Origin: origin,
-		Aligned: info.Aligned && subset, Ends: info.Ends}
+		Aligned: info.Aligned && subset, Ends: info.Ends, Provisional: tr.t.Provisional()}
 	req.Seen, req.SeenStart = tr.sh.seenEpoch()
 	st, err := tr.sh.ledger.Open(tr.taking, req)
 	if err != nil {
@@ -115,6 +129,10 @@ func (tr *term) openOnce() (transport.Reader, error) {
 		return nil, fmt.Errorf("opening the source: %w", err)
 	}
 	tr.info, tr.st = info, st
+	tr.fencedEpoch.Store(st.Current.Fenced)
+	if req.Provisional {
+		tr.sh.stats.fencedHandoffs.Add(1)
+	}
 	tr.setShards(shards)
 	return r, nil
 }

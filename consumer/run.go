@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/nandi-go/nandi/checkpoint"
+	"github.com/nandi-go/nandi/internal/leaseseam"
 	"github.com/nandi-go/nandi/partition"
 	"github.com/nandi-go/nandi/transport"
 )
@@ -60,6 +61,7 @@ func (c *Consumer) Run(ctx context.Context) (runErr error) {
 		case <-ctx.Done():
 			if c.servesToCap() {
 				c.log.Info("leaving: the term is served to its cap, then drained")
+				c.leaving.Store(true)
 				c.lease.Leave()
 				select {
 				case <-leaseDone:
@@ -88,6 +90,14 @@ func (c *Consumer) Run(ctx context.Context) (runErr error) {
 	}
 	if info.Shards < 1 {
 		info.Shards = 1
+	}
+	// A log's ledger fences the lease's provisional terms: at a change of
+	// the group, each worker drains and releases its share and takes the
+	// new one an interval before the lease's timing would give it
+	// (docs/PROTOCOL.md, "The fenced handoff").
+	if info.Log && !leaseseam.FenceOff.On() {
+		c.fenced.Store(true)
+		leaseseam.Fence(c.lease, true)
 	}
 
 	// A source that is not a log is read throughout, unless it is aligned:

@@ -41,6 +41,7 @@ type Stats struct {
 	OverdueTotal       int64 // handlers that outlived their term (see Overdue)
 	LedgerLosses       int64 // opens that found the checkpoint ledger gone or behind what this worker had seen
 	Rewinds            int64 // shards found to end below their checkpoint (a log deleted and created again): read again from their start
+	FencedHandoffs     int64 // terms served from a provisional lease: taken at a change of the group once every former holder released (the fenced handoff)
 	CorruptLedger      int64 // opens that found the checkpoint ledger unreadable (checkpoint.ErrCorrupt): nothing of it served, retried while the term lasts
 	Reread             int64 // messages read again from the log (transport.Rereader): tasks that had waited light behind a failing id
 	// Misplaced counts the tasks found in a shard of an aligned source
@@ -87,7 +88,7 @@ type Stats struct {
 type stats struct {
 	handled, notOwned, doneBefore, failed, deadLetters, skipped, abandoned, unheld, checkpoints, terms     atomic.Int64
 	panics, fetchFailures, openFailures, checkpointFailures, badShard, overdueTotal, ledgerLosses, rewinds atomic.Int64
-	corruptLedger, reread, read, owned, rateWaits, misplaced                                               atomic.Int64
+	corruptLedger, reread, read, owned, rateWaits, misplaced, fencedHandoffs                               atomic.Int64
 }
 
 // Stats returns the counts so far.
@@ -100,8 +101,8 @@ func (c *Consumer) Stats() Stats {
 		Panics: s.panics.Load(), FetchFailures: s.fetchFailures.Load(), OpenFailures: s.openFailures.Load(),
 		CheckpointFailures: s.checkpointFailures.Load(), BadShard: s.badShard.Load(), OverdueTotal: s.overdueTotal.Load(),
 		LedgerLosses: s.ledgerLosses.Load(), Rewinds: s.rewinds.Load(), CorruptLedger: s.corruptLedger.Load(), Reread: s.reread.Load(), Read: s.read.Load(), Owned: s.owned.Load(), RateWaits: s.rateWaits.Load(),
-		Misplaced: s.misplaced.Load(),
-		InFlight:  c.running.Load(), Overdue: c.overdue.Load(),
+		Misplaced: s.misplaced.Load(), FencedHandoffs: s.fencedHandoffs.Load(),
+		InFlight: c.running.Load(), Overdue: c.overdue.Load(),
 		Drains: c.drains.Snapshot(), Handling: c.handling.Snapshot(),
 	}
 	out.Paused, out.PausedSince, _ = c.pause.state()

@@ -67,7 +67,10 @@ type term struct {
 	shards []*shardTrack
 	flush  chan struct{} // capacity 1: CheckpointEvery tasks finished
 	moved  atomic.Bool   // a checkpoint write met a new epoch: open again
-	grew   atomic.Int64  // the log has this many shards now: open again
+	// fencedEpoch: the epoch opened knows who serves it, so the fenced
+	// handoff may leave it (checkpoint.Epoch.Fenced)
+	fencedEpoch atomic.Bool
+	grew        atomic.Int64 // the log has this many shards now: open again
 	// allShards: an aligned source that is not a log, subscribed to every
 	// shard (the group is misaligned); set before serving.
 	allShards bool
@@ -161,6 +164,14 @@ func (tr *term) watch(loop context.Context) {
 			}
 			if !handedOver && tr.t.HandingOver() {
 				handedOver = true
+				// The fenced handoff: the next mapping's holders wait for
+				// this index's release, not for the cap. Drain now, unless
+				// this worker is leaving (it serves to its cap: nobody
+				// takes its share before) or the epoch cannot be left so
+				// (the first, or one created after a loss).
+				if tr.sh.fenced.Load() && !tr.sh.leaving.Load() && tr.fencedEpoch.Load() {
+					tr.stop()
+				}
 				select { // say so now: the handover lasts less than an interval
 				case tr.sh.presenceNow <- struct{}{}:
 				default:

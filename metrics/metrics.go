@@ -165,6 +165,7 @@ type consumerCollector struct {
 	oldest, unserved, openFailures               *prometheus.Desc
 	fetchFailures, writeFailures, ledgerLosses   *prometheus.Desc
 	rewinds, handling, groupLagMessages          *prometheus.Desc
+	fencedHandoffs                               *prometheus.Desc
 	groupLagSeconds, corruptLedger, waiting      *prometheus.Desc
 	reread, read, owned, rateWaits, paused       *prometheus.Desc
 }
@@ -212,6 +213,7 @@ func consumerCollectorOf(group string, stats func() consumer.Stats, lag func() (
 		groupLagMessages: prometheus.NewDesc(prometheus.BuildFQName(o.Namespace, "group", "lag_messages"), "Offsets between the group's lowest checkpoint and the log's end.", []string{"shard"}, cl),
 		groupLagSeconds:  prometheus.NewDesc(prometheus.BuildFQName(o.Namespace, "group", "lag_seconds"), "Entry time between the group's lowest checkpoint and the stream's end (Redis Streams).", []string{"shard"}, cl),
 		rewinds:          d("rewinds_total", "Shards found to end below their checkpoint (a log recreated): read again from their start."),
+		fencedHandoffs:   d("fenced_handoffs_total", "Terms served from a provisional lease: taken at a change of the group once every former holder released its share (the fenced handoff)."),
 		drains:           d("drain_duration_seconds", "Time from stopping intake to the last handler's return, per drain."),
 		writes:           d("checkpoint_writes_total", "Checkpoint writes."),
 		terms:            d("terms_total", "Terms served."),
@@ -222,7 +224,7 @@ func consumerCollectorOf(group string, stats func() consumer.Stats, lag func() (
 
 func (c *consumerCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.messages, c.failures, c.inFlight, c.drains, c.writes, c.terms, c.lagMessages, c.lagSeconds, c.droppedDesc,
-		c.panics, c.overdue, c.overdueTotal, c.pending, c.oldest, c.unserved, c.openFailures, c.fetchFailures, c.writeFailures, c.ledgerLosses, c.rewinds, c.handling, c.groupLagMessages, c.groupLagSeconds, c.corruptLedger, c.waiting, c.reread, c.read, c.owned, c.rateWaits, c.paused} {
+		c.panics, c.overdue, c.overdueTotal, c.pending, c.oldest, c.unserved, c.openFailures, c.fetchFailures, c.writeFailures, c.ledgerLosses, c.rewinds, c.fencedHandoffs, c.handling, c.groupLagMessages, c.groupLagSeconds, c.corruptLedger, c.waiting, c.reread, c.read, c.owned, c.rateWaits, c.paused} {
 		ch <- d
 	}
 }
@@ -253,6 +255,7 @@ func (c *consumerCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.owned, s.Owned)
 	counter(c.rateWaits, s.RateWaits)
 	counter(c.rewinds, s.Rewinds)
+	counter(c.fencedHandoffs, s.FencedHandoffs)
 	gauge := func(d *prometheus.Desc, v float64, lv ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, lv...)
 	}

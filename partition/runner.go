@@ -345,8 +345,9 @@ func (r *runner) decide(cur record) {
 }
 
 // provisional is the term the fenced handoff takes at registration cur in
-// m, nil if none: the count changed (count(m-1) differs from count(m-2)),
-// the index is the one of m-1, and it is in range. It is the term the
+// m, nil if none: the count changed (count(m-1) differs from count(m-2),
+// which is not 0: a group starting has nothing to hand over), the index is
+// the one of m-1, and it is in range. It is the term the
 // next registration confirms if nothing else changes (two agreeing closed
 // intervals), taken an interval early from one closed interval, with the
 // deadline an ordinary lease from m would have; its user's ledger fences
@@ -360,7 +361,7 @@ func (r *runner) decide(cur record) {
 func (r *runner) provisional(cur, p1 record, ok1 bool) *pending {
 	l := r.l
 	m := cur.n
-	if !l.fenced.Load() || !ok1 || p1.index != cur.index || cur.prevCount == p1.prevCount || cur.index >= cur.prevCount {
+	if !l.fenced.Load() || !ok1 || p1.index != cur.index || cur.prevCount == p1.prevCount || p1.prevCount == 0 || cur.index >= cur.prevCount {
 		return nil
 	}
 	now := l.clock.Now()

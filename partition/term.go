@@ -218,6 +218,13 @@ func (t *Term) keptFor() error {
 // later.
 func (t *Term) keepTo(cap time.Time, why error) {
 	t.mu.Lock()
+	if t.kept == nil && t.err == nil {
+		// Say so to Renewal's waiters even when the cap does not move the
+		// deadline (a slot at the end of the window): the handover begins.
+		t.kept = why
+		close(t.renewal)
+		t.renewal = make(chan struct{})
+	}
 	t.kept = why
 	t.mu.Unlock()
 	t.renew(cap)

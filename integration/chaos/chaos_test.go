@@ -217,7 +217,7 @@ func (f *fleet) verify(ids, each int, exact bool, got map[string]int) *history {
 	if len(h.holds) == 0 {
 		f.t.Fatal("no holding recorded")
 	}
-	for i, v := range append(h.exclusive(), h.owned()...) {
+	for i, v := range append(append(h.exclusive(), h.owned()...), h.serving()...) {
 		if i < 10 {
 			f.t.Error(v)
 		}
@@ -649,7 +649,7 @@ func TestRedisRestartedEmpty(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i, v := range append(h.exclusive(), h.owned()...) {
+	for i, v := range append(append(h.exclusive(), h.owned()...), h.serving()...) {
 		if i < 10 {
 			t.Error(v)
 		}

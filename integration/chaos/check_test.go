@@ -19,6 +19,7 @@ type holding struct {
 	index, replicas int
 	token           int64
 	start, end      int64
+	prov            bool   // provisional at its start: fenced by the ledger, not by time
 	from            record // the acq record, for reports
 }
 
@@ -47,7 +48,7 @@ func readHistory(dir string) (*history, error) {
 			}
 			switch r.Kind {
 			case "acq":
-				hd := &holding{worker: r.Worker, index: r.Index, replicas: r.Replicas, token: r.Token, start: r.At, end: r.Deadline, from: r}
+				hd := &holding{worker: r.Worker, index: r.Index, replicas: r.Replicas, token: r.Token, start: r.At, end: r.Deadline, prov: r.Prov, from: r}
 				open[r.Token] = hd
 				order = append(order, hd)
 			case "renew":
@@ -77,7 +78,9 @@ func (hd holding) String() string {
 }
 
 // exclusive reports every pair of holdings of different workers that
-// overlap in time with one index, or with two values of replicas.
+// overlap in time with one index, or with two values of replicas; a
+// provisional holding (the fenced handoff) is the ledger's to fence, not
+// the lease's timing, and serving checks it instead.
 func (h *history) exclusive() []string {
 	var bad []string
 	hs := append([]holding(nil), h.holds...)
@@ -87,11 +90,69 @@ func (h *history) exclusive() []string {
 			if b.start >= a.end {
 				continue
 			}
-			if a.worker == b.worker {
+			if a.worker == b.worker || a.prov || b.prov {
 				continue
 			}
 			if a.replicas != b.replicas || a.index == b.index {
 				bad = append(bad, fmt.Sprintf("%v overlaps %v", a, b))
+			}
+		}
+	}
+	return bad
+}
+
+// serving reports every pair of tasks run by different workers at once
+// (from a start to its done, or to the end of its holding when no done
+// came: a worker killed) under holdings of two values of replicas, or of
+// one index: what the fenced handoff must never allow, whatever the
+// lease's terms overlap.
+func (h *history) serving() []string {
+	type run struct {
+		worker, id, seq int
+		start, end      int64
+		hd              holding
+	}
+	done := map[[3]int][]int64{}
+	for _, d := range h.dones {
+		k := [3]int{d.Worker, d.ID, d.Seq}
+		done[k] = append(done[k], d.At)
+	}
+	var runs []run
+	for _, s := range h.starts {
+		var hd holding
+		found := false
+		for _, x := range h.holds {
+			if x.worker == s.Worker && x.start <= s.At && s.At < x.end && uint64(s.ID)%uint64(x.replicas) == uint64(x.index) {
+				hd, found = x, true
+				break
+			}
+		}
+		if !found {
+			continue // owned reports it
+		}
+		end := hd.end
+		for _, at := range done[[3]int{s.Worker, s.ID, s.Seq}] {
+			if at >= s.At && at < end {
+				end = at
+			}
+		}
+		runs = append(runs, run{s.Worker, s.ID, s.Seq, s.At, end, hd})
+	}
+	sort.Slice(runs, func(i, j int) bool { return runs[i].start < runs[j].start })
+	var bad []string
+	for i, a := range runs {
+		for _, b := range runs[i+1:] {
+			if b.start >= a.end {
+				break
+			}
+			if a.worker == b.worker {
+				continue
+			}
+			if a.hd.replicas != b.hd.replicas || a.hd.index == b.hd.index {
+				bad = append(bad, fmt.Sprintf("task %d/%d (worker %d, %d of %d) ran while task %d/%d (worker %d, %d of %d) did", a.id, a.seq, a.worker, a.hd.index, a.hd.replicas, b.id, b.seq, b.worker, b.hd.index, b.hd.replicas))
+				if len(bad) > 20 {
+					return bad
+				}
 			}
 		}
 	}
@@ -139,7 +200,7 @@ func TestCheckerSeesWhatItMust(t *testing.T) {
 		{worker: 2, index: 1, replicas: 2, token: 10, start: 5, end: 100},
 		{worker: 3, index: 0, replicas: 3, token: 12, start: 100, end: 200},
 	}, starts: []record{{Worker: 1, ID: 4, At: 50}, {Worker: 3, ID: 3, At: 150}}}
-	if bad := append(clean.exclusive(), clean.owned()...); len(bad) != 0 {
+	if bad := append(append(clean.exclusive(), clean.owned()...), clean.serving()...); len(bad) != 0 {
 		t.Fatalf("a clean history reported: %v", bad)
 	}
 	dirty := &history{holds: []holding{
@@ -152,6 +213,23 @@ func TestCheckerSeesWhatItMust(t *testing.T) {
 	}
 	if n := len(dirty.owned()); n != 2 {
 		t.Errorf("owned found %d violations; want 2 (a task not owned, a task after the holding): %v", n, dirty.owned())
+	}
+	// The fenced handoff: a provisional holding overlapping a kept one is
+	// not the lease's violation; tasks of both mappings at once are.
+	fenced := &history{holds: []holding{
+		{worker: 1, index: 0, replicas: 2, token: 10, start: 0, end: 100},
+		{worker: 2, index: 1, replicas: 3, token: 12, start: 60, end: 200, prov: true},
+	}, starts: []record{{Worker: 1, ID: 2, Seq: 1, At: 50}, {Worker: 2, ID: 4, Seq: 1, At: 62}},
+		dones: []record{{Worker: 1, ID: 2, Seq: 1, At: 65}, {Worker: 2, ID: 4, Seq: 1, At: 80}}}
+	if bad := append(fenced.exclusive(), fenced.owned()...); len(bad) != 0 {
+		t.Errorf("a provisional holding over a kept one reported: %v", bad)
+	}
+	if n := len(fenced.serving()); n != 1 {
+		t.Errorf("serving found %d violations; want 1 (a task of 3 while one of 2 ran): %v", n, fenced.serving())
+	}
+	fenced.dones[0].At = 60
+	if bad := fenced.serving(); len(bad) != 0 {
+		t.Errorf("tasks of two mappings one after the other reported: %v", bad)
 	}
 }
 

@@ -63,6 +63,7 @@ type record struct {
 	ID       int    `json:"id,omitempty"`
 	Seq      int    `json:"seq,omitempty"`
 	Accepted bool   `json:"ok,omitempty"` // done: the sink accepted the effect
+	Prov     bool   `json:"p,omitempty"`  // acq: the term is provisional (the fenced handoff)
 }
 
 type recorder struct {
@@ -217,7 +218,7 @@ func recordTerms(ctx context.Context, l *partition.Lease, rec *recorder) {
 			return
 		}
 		a, d := t.Assignment(), t.Deadline()
-		rec.write(record{Kind: "acq", Index: a.Index, Replicas: a.Replicas, Token: a.Token, At: monoOf(t.Start()), Deadline: monoOf(d)})
+		rec.write(record{Kind: "acq", Index: a.Index, Replicas: a.Replicas, Token: a.Token, At: monoOf(t.Start()), Deadline: monoOf(d), Prov: t.Provisional()})
 		tick := time.NewTicker(time.Millisecond)
 		for open := true; open; {
 			select {

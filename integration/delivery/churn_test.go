@@ -15,7 +15,8 @@ import (
 // landing in the handover of the one before), half the leavers serving
 // their share to its cap (ServeToCap) and half draining at once. Then
 // every message must have been handled exactly once, in order per id,
-// only by its owner at that moment, never two of an id at once.
+// only by its owner at that moment, never two of an id at once; and the
+// fenced handoff must have served some of the terms (the later changes).
 func throughChurn(f *fleet, publish publisher) {
 	const ids, each = 3000, 5
 	f.live = map[int]*member{}
@@ -45,6 +46,7 @@ func throughChurn(f *fleet, publish publisher) {
 			if err := <-m.done; err != nil {
 				f.t.Errorf("worker %d: Run = %v", id, err)
 			}
+			f.fenced.Add(m.c.Stats().FencedHandoffs)
 		}()
 	}
 	for _, change := range []string{"join", "leave", "join", "join", "leave", "leave", "join"} {
@@ -60,6 +62,12 @@ func throughChurn(f *fleet, publish publisher) {
 		<-done
 	}
 	f.finish(ids, each)
+	// The group's first epoch does not know who serves it, so its first
+	// change goes by the lease's timing; the later ones are fenced.
+	if f.fenced.Load() == 0 {
+		f.t.Error("no term was served from a provisional lease: the fenced handoff never ran")
+	}
+	f.t.Logf("terms served from a provisional lease: %d", f.fenced.Load())
 }
 
 func TestExactlyOnceThroughChurn(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -52,7 +53,10 @@ type fleet struct {
 	// serveToCap, when set, says which workers leave serving their share
 	// to its cap (consumer.Options.ServeToCap).
 	serveToCap func(id int) bool
-	mu         sync.Mutex
+	// fenced counts the terms the stopped workers served from a
+	// provisional lease (Stats.FencedHandoffs).
+	fenced atomic.Int64
+	mu     sync.Mutex
 	rec        []handling
 	next       int
 	live       map[int]*member
@@ -115,6 +119,7 @@ func (f *fleet) stop(id int) {
 	if err := <-m.done; err != nil {
 		f.t.Errorf("worker %d: Run = %v", id, err)
 	}
+	f.fenced.Add(m.c.Stats().FencedHandoffs)
 	f.t.Logf("worker %d stopped: %+v", id, m.c.Stats())
 	delete(f.live, id)
 }

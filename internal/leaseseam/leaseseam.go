@@ -15,6 +15,8 @@
 // a real redis-server.
 package leaseseam
 
+import "sync/atomic"
+
 // Registry is one group's registrations, in memory.
 type Registry struct{ store any }
 
@@ -73,3 +75,17 @@ func Fence(lease any, on bool) {
 	}
 	fence(lease, on)
 }
+
+// FenceOff, while true, keeps package consumer from switching on the
+// fenced handoff (Fence): its terms are handed over by the lease's timing
+// alone, as before the fence, for benchmarks that measure the two side by
+// side. Switch it only while no consumer runs.
+var FenceOff atomicBool
+
+type atomicBool struct{ v atomic.Bool }
+
+// Set sets the switch.
+func (b *atomicBool) Set(on bool) { b.v.Store(on) }
+
+// On reads it.
+func (b *atomicBool) On() bool { return b.v.Load() }

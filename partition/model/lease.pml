@@ -517,10 +517,11 @@ inline decide(w) {
 			   and the index is the one of m-1: the mapping the next registration
 			   confirms if nothing else changes, taken now, fenced by the ledger
 			   (not by the quarantine: the ledger knows the holders of an earlier
-			   generation, or was lost with the store and fences nothing) */
+			   generation, or was lost with the store and fences nothing); not
+			   from an empty group (count(m-2) = 0: nothing to hand over) */
 			fv[w] = false;
 			if
-			:: m >= 1 && REC(w, m - 1) && recIdx[RI(w, m - 1)] == rIdx && rPC != recPC[RI(w, m - 1)] && rIdx - 1 < rPC ->
+			:: m >= 1 && REC(w, m - 1) && recIdx[RI(w, m - 1)] == rIdx && rPC != recPC[RI(w, m - 1)] && recPC[RI(w, m - 1)] != 0 && rIdx - 1 < rPC ->
 				d = (m + 1) * I + SLOT(rIdx - 1, rPC) + LO;
 				if :: d > (m + 2) * I -> d = (m + 2) * I :: else -> skip fi;
 				assert(2 * d <= 2 * (m + 2) * I - LO);
