@@ -101,14 +101,14 @@ func newLease(st store, opts Options) *Lease {
 	_, _ = crand.Read(seed[:])
 	iv := opts.Interval.Microseconds()
 	return &Lease{
-		opts:    opts,
-		st:      st,
-		iv:      iv,
-		lo:      gapMicros(iv, gapPPM(opts.Gap)),
-		log:     opts.Logger.With("group", opts.Name),
-		clock:   opts.Clock,
-		id:      binary.LittleEndian.Uint64(seed[:8]),
-		rnd:     rand.New(rand.NewPCG(binary.LittleEndian.Uint64(seed[:8]), binary.LittleEndian.Uint64(seed[8:]))),
+		opts:     opts,
+		st:       st,
+		iv:       iv,
+		lo:       gapMicros(iv, gapPPM(opts.Gap)),
+		log:      opts.Logger.With("group", opts.Name),
+		clock:    opts.Clock,
+		id:       binary.LittleEndian.Uint64(seed[:8]),
+		rnd:      rand.New(rand.NewPCG(binary.LittleEndian.Uint64(seed[:8]), binary.LittleEndian.Uint64(seed[8:]))),
 		changed:  make(chan struct{}),
 		leave:    make(chan struct{}),
 		released: make(chan struct{}, 1),

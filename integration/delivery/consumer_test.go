@@ -57,9 +57,9 @@ type fleet struct {
 	// provisional lease (Stats.FencedHandoffs).
 	fenced atomic.Int64
 	mu     sync.Mutex
-	rec        []handling
-	next       int
-	live       map[int]*member
+	rec    []handling
+	next   int
+	live   map[int]*member
 }
 
 type member struct {
