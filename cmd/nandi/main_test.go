@@ -155,6 +155,12 @@ func TestPlan(t *testing.T) {
 	if !strings.Contains(out, "about 2.1875s per share") {
 		t.Errorf("a plan at 5s and a gap of 0.125: want a pause per change of 2.1875s per share\n%s", out)
 	}
+	// On a log the fenced handoff: the drain, and the new mapping within
+	// the next interval's registrations (docs/figures.md: 0.04-0.12 of an
+	// interval's pause).
+	if !strings.Contains(out, "on a log, the drain of the tasks in flight") || !strings.Contains(out, "on a log within about 5.625s") {
+		t.Errorf("a plan at 5s: want the fenced handoff's pause and assignment on a log\n%s", out)
+	}
 	code, out, _ = nandi(t, ctx, "plan", "-interval", "1s", "-gap", "0.05", "-rtt", "40ms", "-jitter", "20ms", "-workers", "20")
 	if code != 1 || !strings.Contains(out, "verdict: FAIL") || !strings.Contains(out, "not inside the gap") {
 		t.Errorf("a gap narrower than the round trip: exit %d\n%s", code, out)
