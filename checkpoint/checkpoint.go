@@ -36,6 +36,15 @@ type Store interface {
 	// Read returns the ledger as it is, every mark of it, without changing
 	// it; Current is nil for a group with no ledger. For tools.
 	Read(ctx context.Context) (*State, error)
+	// Ready says that the holder of an index is ready to hand its share
+	// over (the fenced handoff's first phase: its term is kept to its cap
+	// because the group changed), and returns how many of the epoch's held
+	// indexes are ready: when all are, each drains and releases
+	// (WriteRequest.Release); while one is not (killed, stopped), the
+	// others serve their shares to their caps. Idempotent, so a holder
+	// polls with it. ErrMoved when the epoch is no longer current, ErrFenced
+	// when the caller is not the index's newest opener.
+	Ready(ctx context.Context, req ReadyRequest) (ready, held int, err error)
 	// ReadLow returns the epochs' heads and the current epoch's low
 	// watermarks (Epoch.Low), without marks: what a worker's lag, a trim
 	// and a sink's watermark need, at a cost that does not grow with the
@@ -59,6 +68,14 @@ type RealignRequest struct {
 	// Ends is where each shard of the log ends now: a late producer's cut
 	// moves up to it.
 	Ends []transport.Position
+}
+
+// ReadyRequest names a holder ready to hand its index over (Store.Ready).
+type ReadyRequest struct {
+	Epoch    int64 // the epoch it opened
+	Token    int64 // its lease's token
+	Index    int   // its index
+	Replicas int   // its lease's replicas
 }
 
 // OpenRequest is what a holder opens the ledger with.

@@ -7,14 +7,17 @@
 --                              serving it opened it: created for new
 --                              replicas, so the fenced handoff may leave it),
 --                              n:held (how many of its indexes' newest
---                              openers have not released it); per shard s:
+--                              openers have not released it), n:ready (how
+--                              many of those are ready to hand over); per
+--                              shard s:
 --                              n:start:s, n:cut:s, n:hi:s, n:wait:s, n:gone:s
 -- KEYS[2] {name}:ledger:marks  the marks (a hash): n:s:k = "LOW HIGH TOKEN[
 --                              UNDONE...]" (index k's mark in shard s, and
 --                              its writer's token), n:o:k = the newest token
 --                              that opened epoch n for index k, n:rel:k = the
 --                              token that released it (its final marks
---                              written: the fenced handoff)
+--                              written: the fenced handoff), n:rdy:k = the
+--                              token that said it is ready to (ready.lua)
 -- KEYS[3] {name}:ledger:lows   the Lows (a sorted set, by member): one
 --                              member "NNNNNNNNNN:SSSSS:LOW:KKKKK" per mark of
 --                              the current epoch that counts toward its
@@ -128,15 +131,17 @@ local function gcStep(budget)
       done = true -- an unreadable head: its fields are left, never looped over
     else
       local at = num('gcc') or 0
-      local total = hr * hs + 2 * hr
+      local total = hr * hs + 3 * hr
       local fields = {}
       while at < total and #fields < budget do
         if at < hr * hs then
           table.insert(fields, h .. ':' .. math.floor(at / hr) .. ':' .. (at % hr))
         elseif at < hr * hs + hr then
           table.insert(fields, h .. ':o:' .. (at - hr * hs))
-        else
+        elseif at < hr * hs + 2 * hr then
           table.insert(fields, h .. ':rel:' .. (at - hr * hs - hr))
+        else
+          table.insert(fields, h .. ':rdy:' .. (at - hr * hs - 2 * hr))
         end
         at = at + 1
       end
@@ -145,7 +150,7 @@ local function gcStep(budget)
         redis.call('HSET', head, 'gcc', at)
       else
         local hf = {}
-        for _, x in ipairs({'r', 'tok', 'shards', 'aligned', 'was', 'why', 'reset', 'fence', 'held'}) do table.insert(hf, h .. ':' .. x) end
+        for _, x in ipairs({'r', 'tok', 'shards', 'aligned', 'was', 'why', 'reset', 'fence', 'held', 'ready'}) do table.insert(hf, h .. ':' .. x) end
         for s = 0, hs - 1 do
           for _, x in ipairs({'start', 'cut', 'hi', 'wait', 'gone'}) do table.insert(hf, h .. ':' .. x .. ':' .. s) end
         end

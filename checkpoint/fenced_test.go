@@ -107,3 +107,53 @@ func TestProvisionalOpenWaitsForEveryRelease(t *testing.T) {
 		t.Fatalf("a provisional open over a ledger created after a loss = %v; want ErrHeld", err)
 	}
 }
+
+// Readiness, the fenced handoff's first phase: each held index counts
+// once, a release takes it out of both counts, a newer opener of a ready
+// index is not ready, and only the index's newest opener may say it.
+func TestReadyCountsTheHeldIndexesReadyToHandOver(t *testing.T) {
+	srv := redistest.Start(t)
+	l := NewRedis(srv.Client(), "ready")
+	ctx := context.Background()
+	origin := []transport.Position{{}}
+	for _, r := range []int{2, 3} { // epoch 2, of 3, created for new replicas
+		for k := range r {
+			if _, err := l.Open(ctx, OpenRequest{Replicas: r, Index: k, Token: int64(10 * r), Origin: origin}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	ready := func(k int, tok int64) (int, int, error) {
+		return l.Ready(ctx, ReadyRequest{Epoch: 2, Token: tok, Index: k, Replicas: 3})
+	}
+	want := func(what string, gotR, gotH int, err error, r, h int) {
+		t.Helper()
+		if err != nil || gotR != r || gotH != h {
+			t.Fatalf("%s: ready %d of %d held, %v; want %d of %d", what, gotR, gotH, err, r, h)
+		}
+	}
+	r, h, err := ready(0, 30)
+	want("index 0 ready", r, h, err, 1, 3)
+	r, h, err = ready(0, 30)
+	want("index 0 ready again", r, h, err, 1, 3)
+	r, h, err = ready(1, 30)
+	want("index 1 ready", r, h, err, 2, 3)
+	if _, _, err := ready(2, 29); !errors.Is(err, ErrFenced) {
+		t.Fatalf("ready from a holder that is not the newest opener = %v; want ErrFenced", err)
+	}
+	if err := l.Write(ctx, WriteRequest{Epoch: 2, Token: 30, Index: 0, Replicas: 3, Release: true}); err != nil {
+		t.Fatal(err)
+	}
+	r, h, err = ready(1, 30)
+	want("index 0 released", r, h, err, 1, 2)
+	if _, err := l.Open(ctx, OpenRequest{Replicas: 3, Index: 1, Token: 35, Origin: origin}); err != nil {
+		t.Fatal(err)
+	}
+	r, h, err = ready(2, 30)
+	want("index 1 reopened by a newer term, index 2 ready", r, h, err, 1, 2)
+	r, h, err = ready(1, 35)
+	want("index 1's new holder ready", r, h, err, 2, 2)
+	if _, _, err := l.Ready(ctx, ReadyRequest{Epoch: 1, Token: 20, Index: 0, Replicas: 2}); !errors.Is(err, ErrMoved) {
+		t.Fatalf("ready in an epoch that is not current = %v; want ErrMoved", err)
+	}
+}

@@ -66,7 +66,11 @@ local function stamp(n)
   if not o or o < tok then
     redis.call('HSET', marksKey, f, ARGV[2])
     local rel = tonumber(redis.call('HGET', marksKey, n .. ':rel:' .. k)) or 0
-    if not o or rel >= o then redis.call('HINCRBY', head, n .. ':held', 1) end
+    if not o or rel >= o then
+      redis.call('HINCRBY', head, n .. ':held', 1)
+    elseif tonumber(redis.call('HGET', marksKey, n .. ':rdy:' .. k)) == o then
+      redis.call('HINCRBY', head, n .. ':ready', -1) -- the former opener was ready; this one is not
+    end
   end
 end
 

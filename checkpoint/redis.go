@@ -26,12 +26,15 @@ var (
 	headSource string
 	//go:embed marks.lua
 	marksSource string
+	//go:embed ready.lua
+	readySource string
 
 	openScript    = redis.NewScript(commonSource + openSource)
 	writeScript   = redis.NewScript(commonSource + writeSource)
 	realignScript = redis.NewScript(commonSource + realignSource)
 	headScript    = redis.NewScript(commonSource + headSource)
 	marksScript   = redis.NewScript(marksSource)
+	readyScript   = redis.NewScript(commonSource + readySource)
 )
 
 // Key is the Redis key of group name's ledger, its head (a hash of every
@@ -365,5 +368,23 @@ func (l *Redis) Write(ctx context.Context, w WriteRequest) error {
 		return fmt.Errorf("%w: epoch %d, now %v", ErrMoved, w.Epoch, res[1])
 	default:
 		return fmt.Errorf("%w: index %d of epoch %d held by token %v, this is %d", ErrFenced, w.Index, w.Epoch, res[1], w.Token)
+	}
+}
+
+// Ready implements Store.
+func (l *Redis) Ready(ctx context.Context, req ReadyRequest) (ready, held int, err error) {
+	res, err := readyScript.Run(ctx, l.c, l.keys, req.Epoch, req.Token, req.Index, req.Replicas).Slice()
+	if err != nil {
+		return 0, 0, fmt.Errorf("checkpoint: ready: %w", err)
+	}
+	switch res[0] {
+	case "ok":
+		r, _ := res[1].(int64)
+		h, _ := res[2].(int64)
+		return int(r), int(h), nil
+	case "moved":
+		return 0, 0, fmt.Errorf("%w: epoch %d", ErrMoved, req.Epoch)
+	default:
+		return 0, 0, fmt.Errorf("%w: index %d of epoch %d", ErrFenced, req.Index, req.Epoch)
 	}
 }

@@ -87,6 +87,9 @@ if release and not late and o and tonumber(o) == tok then
   if rel < tok then
     redis.call('HSET', marksKey, relf, ARGV[2])
     redis.call('HINCRBY', head, e .. ':held', -1)
+    if tonumber(redis.call('HGET', marksKey, e .. ':rdy:' .. k)) == tok then
+      redis.call('HINCRBY', head, e .. ':ready', -1) -- held and ready no more
+    end
   end
 end
 gcStep(256)

@@ -13,11 +13,6 @@ import (
 
 var errTermOver = errors.New("consumer: the term ended")
 
-// heldPoll is how often a provisional term's open looks again while the
-// former holders drain (checkpoint.ErrHeld): a drain of short tasks takes
-// a few milliseconds.
-const heldPoll = 5 * time.Millisecond
-
 // open opens the ledger for the term and the log from its marks, retrying
 // with backoff for as long as the term lasts: a held index is always
 // being served, or being retried and reported (Stats.Unserved). A ledger
@@ -42,7 +37,7 @@ func (tr *term) open() (transport.Reader, error) {
 			// A provisional term waits for the former holders' releases
 			// (their drains), or for its confirmation: no failure.
 			tr.log.DebugContext(tr.ctx, "waiting for the former holders to release the checkpoints", "err", err)
-			if !sleep(tr.taking, heldPoll) {
+			if !sleep(tr.taking, handoffPoll(tr.a.Replicas)) {
 				return nil, errTermOver
 			}
 			continue

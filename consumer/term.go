@@ -165,12 +165,13 @@ func (tr *term) watch(loop context.Context) {
 			if !handedOver && tr.t.HandingOver() {
 				handedOver = true
 				// The fenced handoff: the next mapping's holders wait for
-				// this index's release, not for the cap. Drain now, unless
-				// this worker is leaving (it serves to its cap: nobody
-				// takes its share before) or the epoch cannot be left so
-				// (the first, or one created after a loss).
+				// this index's release, not for the cap. Drain once every
+				// index is ready to (handOver), unless this worker is
+				// leaving (it serves to its cap: nobody takes its share
+				// before) or the epoch cannot be left so (the first, or one
+				// created after a loss).
 				if tr.sh.fenced.Load() && !tr.sh.leaving.Load() && tr.fencedEpoch.Load() {
-					tr.stop()
+					tr.wg.Go(tr.handOver)
 				}
 				select { // say so now: the handover lasts less than an interval
 				case tr.sh.presenceNow <- struct{}{}:
