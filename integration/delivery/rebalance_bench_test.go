@@ -17,12 +17,16 @@ import (
 	"github.com/nandi-go/nandi/partition"
 	"github.com/nandi-go/nandi/transport"
 	"github.com/nandi-go/nandi/transport/redisstream"
+	"github.com/redis/go-redis/v9"
 )
 
 // rebalanceChanges are the changes measured: a join, a clean leave (the
-// leaver drains at once), and a clean leave with consumer.Options.ServeToCap
-// (the leaver serves its share to its lease's cap first).
-var rebalanceChanges = []string{"join 4 -> 5", "clean leave 5 -> 4", "clean leave 5 -> 4, ServeToCap"}
+// leaver drains at once), a clean leave with consumer.Options.ServeToCap
+// (the leaver serves its share to its lease's cap first), and a worker
+// stopped (its link to Redis held, as SIGSTOP or a partition would: it
+// neither renews, nor says it is ready, nor releases; what it still
+// completes from its buffer counts).
+var rebalanceChanges = []string{"join 4 -> 5", "clean leave 5 -> 4", "clean leave 5 -> 4, ServeToCap", "stopped 5 -> 4"}
 
 // rebalanceRun is one busy group going through one change of membership.
 type rebalanceRun struct {
@@ -105,13 +109,18 @@ func rebalanceOnce(b *testing.B, srv *redistest.Server, names []string, iv time.
 	var wg sync.WaitGroup
 	var leases []*partition.Lease
 	var stops []context.CancelFunc
+	var links []*redistest.Proxy
 	start := func() {
 		id := len(leases)
-		l, err := partition.New(srv.Client(), partition.Options{Name: group, Interval: iv})
+		link := redistest.NewProxy(b, srv.Addr())
+		links = append(links, link)
+		client := redis.NewClient(&redis.Options{Addr: link.Addr(), MaxRetries: -1})
+		b.Cleanup(func() { _ = client.Close() })
+		l, err := partition.New(client, partition.Options{Name: group, Interval: iv})
 		if err != nil {
 			b.Fatal(err)
 		}
-		src, err := redisstream.NewSharded(srv.Client(), names, redisstream.Options{})
+		src, err := redisstream.NewSharded(client, names, redisstream.Options{})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -160,13 +169,20 @@ func rebalanceOnce(b *testing.B, srv *redistest.Server, names []string, iv time.
 	for i := range from {
 		stay[i] = true
 	}
-	if from == 4 {
+	switch {
+	case from == 4:
 		start()
-	} else {
+	case strings.HasPrefix(change, "stopped"):
+		delete(stay, 4)
+		links[4].Hold()
+	default:
 		delete(stay, 4)
 		stops[4]()
 	}
 	time.Sleep(4*iv + iv/10)
+	if strings.HasPrefix(change, "stopped") {
+		links[4].Release() // so that its Run returns at once
+	}
 	cancel()
 	wg.Wait()
 
