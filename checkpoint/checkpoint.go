@@ -201,10 +201,12 @@ type Epoch struct {
 	ResetAt time.Time
 	// Fenced says the epoch knows who serves it (it was created for new
 	// replicas): a provisional term of the next mapping may open the next
-	// epoch once every index has released it (OpenRequest.Provisional),
-	// and Held is how many have not.
+	// epoch once every index has released it (OpenRequest.Provisional);
+	// Held is how many indexes have not (opened and not released), Ready
+	// how many of those are ready to hand over (Store.Ready).
 	Fenced bool
 	Held   int
+	Ready  int
 
 	lows []transport.Position // per shard, the low watermark the store computed (Read, ReadLow)
 	gone map[int]bool         // shards rewound since: their marks say nothing

@@ -166,6 +166,7 @@ func parseEpoch(all map[string]string, n int64) (*Epoch, error) {
 	e := &Epoch{N: n, Marks: map[Slot]Mark{}, Tokens: map[Slot]int64{}, Opened: map[int]int64{}, Cut: map[int]transport.Position{}, gone: map[int]bool{}, Why: all[p+"why"],
 		Fenced: all[p+"fence"] == "1"}
 	e.Held, _ = strconv.Atoi(all[p+"held"])
+	e.Ready, _ = strconv.Atoi(all[p+"ready"])
 	var err error
 	if e.R, err = count(all, p+"r", MaxReplicas); err != nil {
 		return nil, err

@@ -77,6 +77,12 @@ type EpochStatus struct {
 	// ResetAt is when nandi checkpoint reset (checkpoint.Redis.Reset)
 	// created the epoch; omitted for one a worker's open created.
 	ResetAt time.Time `json:"reset_at,omitzero"`
+	// Fenced: the fenced handoff may leave the epoch (it was created for
+	// new replicas); Held is how many indexes are opened and not released,
+	// Ready how many of those are ready to hand over.
+	Fenced bool `json:"fenced,omitempty"`
+	Held   int  `json:"held,omitempty"`
+	Ready  int  `json:"ready,omitempty"`
 }
 
 // readStatus reads the group's lease state (partition.ReadGroup) and its
@@ -111,7 +117,8 @@ func readStatus(ctx context.Context, c redis.UniversalClient, group string) (*St
 			m.Key, m.Destination, m.Shard, m.BelongsTo, m.Since.Format(time.RFC3339))
 	}
 	for _, e := range st.History {
-		es := EpochStatus{N: e.N, Replicas: e.R, Token: e.Token, Current: st.Current != nil && e.N == st.Current.N, Positions: map[string]string{}, ResetAt: e.ResetAt}
+		es := EpochStatus{N: e.N, Replicas: e.R, Token: e.Token, Current: st.Current != nil && e.N == st.Current.N, Positions: map[string]string{}, ResetAt: e.ResetAt,
+			Fenced: e.Fenced, Held: e.Held, Ready: e.Ready}
 		for sh := range e.Start {
 			for k := range e.R {
 				es.Positions[fmt.Sprintf("%d/%d", sh, k)] = e.At(sh, k).String()
@@ -209,6 +216,9 @@ func printEpochs(w io.Writer, s *Status) {
 		}
 		if !e.ResetAt.IsZero() {
 			mark += " (reset " + e.ResetAt.Format(time.RFC3339) + ")"
+		}
+		if e.Current && e.Fenced && (e.Ready > 0 || e.Held < e.Replicas) {
+			mark += fmt.Sprintf(" (handing over: %d of %d indexes released, %d ready)", e.Replicas-e.Held, e.Replicas, e.Ready)
 		}
 		for i, k := range keys {
 			if i == 0 {
