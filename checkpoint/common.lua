@@ -170,7 +170,11 @@ end
 -- placing by it), per shard its start and cut (nil: none; only below a
 -- start that lies under it), its history histstr, and why it was created.
 local function create(n, r, tok, shards, A, was, starts, cuts, histstr, why)
-  redis.call('HSET', head, 'v', '3', n .. ':r', r, n .. ':tok', tok, n .. ':shards', shards, n .. ':aligned', A,
+  -- Format 4 once an epoch was created that the fenced handoff may leave
+  -- (open.lua): it stays 4.
+  local v = '3'
+  if get('v') == '4' then v = '4' end
+  redis.call('HSET', head, 'v', v, n .. ':r', r, n .. ':tok', tok, n .. ':shards', shards, n .. ':aligned', A,
     n .. ':was', was, n .. ':why', why, 'cur', n, 'hist', histstr)
   for s = 0, shards - 1 do
     local c = cuts[s + 1]
@@ -193,7 +197,7 @@ end
 local function check()
   local cur = get('cur')
   if not tonumber(cur) then return 'cur' end
-  if get('v') ~= '3' then return 'v' end
+  if get('v') ~= '3' and get('v') ~= '4' then return 'v' end
   if not inHist(cur) then return 'hist' end
   for h in string.gmatch(get('hist') or '', '%d+') do
     if not count(h .. ':r', 65536) then return h .. ':r' end

@@ -51,8 +51,14 @@ func TestProvisionalOpenWaitsForEveryRelease(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if st, _ := l.Read(ctx); st.Current.N != 2 {
-		t.Fatalf("epoch %d; want 2", st.Current.N)
+	if st, _ := l.Read(ctx); st.Current.N != 2 || !st.Current.Fenced {
+		t.Fatalf("epoch %d, fenced %v; want 2, fenced", st.Current.N, st.Current != nil && st.Current.Fenced)
+	}
+	// Format 4 from the first fenced epoch on: a worker of a version
+	// before the fenced handoff refuses the ledger rather than open it
+	// without being counted among the holders a handoff waits for.
+	if v := srv.Client().HGet(ctx, Key("fenced"), "v").Val(); v != "4" {
+		t.Fatalf("ledger format %q after a fenced epoch; want 4", v)
 	}
 	// Index 2 reopened by a newer term of the same mapping (token 35):
 	// the older one's release (token 30) releases nothing.

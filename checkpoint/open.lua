@@ -152,7 +152,12 @@ if grown then was = c.A end
 local because = 'replicas'
 if anyRewound then because = 'rewound' elseif grown then because = 'grew' elseif A ~= c.A then because = 'unaligned' end
 local n = successor(c, r, tok, math.max(shards, c.shards), A, was, origin, ends, rewound, grown and c.A or 0, false, because)
-if because == 'replicas' then redis.call('HSET', head, n .. ':fence', '1') end
+if because == 'replicas' then
+  -- Format 4: a worker of a version before the fenced handoff refuses the
+  -- ledger (v) and serves nothing of it until it is replaced, rather than
+  -- open this epoch without being counted among its holders.
+  redis.call('HSET', head, n .. ':fence', '1', 'v', '4')
+end
 stamp(n)
 gcStep(256)
 return reply('new', n, why)

@@ -90,7 +90,7 @@ func parseHead(flat []any) (*State, error) {
 	if all["cur"] == "" {
 		return st, nil
 	}
-	if v := all["v"]; v != "3" {
+	if v := all["v"]; v != "3" && v != "4" {
 		return nil, corruptReply("v = " + v)
 	}
 	cur, err := strconv.ParseInt(all["cur"], 10, 64)
