@@ -11,6 +11,9 @@ STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
 .PHONY: tidy test test-packages test-systems test-unit test-integration test-loaded chaos model bench lint fuzz
 
+# Watermill's own suite (watermillpubsub's pubsub_test.go, build tag
+# !race) runs in test-systems without -race, as the delivery scenarios:
+# the package's raced test is subscriber_test.go.
 # The fault suite (integration/chaos) runs without -race here: its workers
 # are processes, which -race slows by 70%, and every line they run is
 # raced by the other tests; make chaos runs it with -race. The same for
@@ -37,7 +40,7 @@ test-packages:
 # after both: its failovers are timed against bounds of a few seconds.
 test-systems:
 	$(GO) test -count=1 -timeout 15m -run TestSimulationAtScale ./partition/
-	$(GO) test -count=1 -p 1 -timeout 15m ./integration/ ./integration/delivery/
+	$(GO) test -count=1 -p 1 -timeout 15m ./integration/ ./integration/delivery/ ./watermillpubsub/
 	cd deploy && $(GO) vet ./... && $(GO) test -count=1 ./...
 	cd sink/pgsink && $(GO) vet ./... && $(GO) test -race -count=1 -skip '^TestSink' ./... && $(GO) test -count=1 -run '^TestSink' ./...
 	cd examples && $(GO) vet ./... && $(GO) test -race -count=1 ./...

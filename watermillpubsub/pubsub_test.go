@@ -1,6 +1,20 @@
+//go:build !race
+
+// Watermill's suite is heavy (hundreds of subscriptions, 10,000 messages
+// through two restarts): make test runs it without the race detector
+// (test-systems), as the delivery scenarios; subscriber_test.go is raced.
+
 package watermillpubsub_test
 
 import (
+	"flag"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -50,10 +64,54 @@ func redisPubSub(t *testing.T, srv *redistest.Server, consumerGroup string) (mes
 	return pub, sub
 }
 
+// restartEnv names, in a child process of the test binary, where to ask
+// the test that started it to restart its redis-server: Watermill's
+// TestReconnect runs a command (RestartServiceCommand), and this is the
+// command, as docker restart is for watermill-redisstream's own test.
+const restartEnv = "NANDI_TEST_RESTART_URL"
+
+func TestMain(m *testing.M) {
+	if url := os.Getenv(restartEnv); url != "" {
+		res, err := http.Post(url, "text/plain", nil)
+		if err != nil || res.StatusCode != http.StatusOK {
+			fmt.Fprintln(os.Stderr, "restarting redis-server:", err, res)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// restartCommand serves the restart of srv (a clean shutdown that saves
+// its data, and a start on the same port) and returns the command that
+// asks for it, and the count of restarts done.
+func restartCommand(t *testing.T, srv *redistest.Server) ([]string, *atomic.Int64) {
+	var mu sync.Mutex
+	var n atomic.Int64
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		srv.RestartSaved()
+		n.Add(1)
+	}))
+	t.Cleanup(hs.Close)
+	os.Setenv(restartEnv, hs.URL) // not t.Setenv: the suite's subtests run in parallel
+	t.Cleanup(func() { os.Unsetenv(restartEnv) })
+	// The child inherits the variable; this process has read it already.
+	return []string{os.Args[0]}, &n
+}
+
 // Watermill's universal suite over Redis Streams on a real redis-server,
-// with the Features watermill-redisstream v1.4.5 declares for itself.
+// with the Features watermill-redisstream v1.4.5 declares for itself, and
+// TestReconnect restarting the test's own redis-server.
 func TestPubSubOverRedisStreams(t *testing.T) {
 	srv := redistest.Start(t)
+	restart, restarts := restartCommand(t, srv)
+	defer func() {
+		if run := flag.Lookup("test.run").Value.String(); (run == "" || strings.Contains(run, "Reconnect")) && restarts.Load() < 2 {
+			t.Errorf("the redis-server was restarted %d times; TestReconnect restarts it twice", restarts.Load())
+		}
+	}()
 	tests.TestPubSub(t, tests.Features{
 		ConsumerGroups:                      true,
 		ExactlyOnceDelivery:                 false,
@@ -61,6 +119,7 @@ func TestPubSubOverRedisStreams(t *testing.T) {
 		GuaranteedOrderWithSingleSubscriber: true,
 		Persistent:                          true,
 		NewSubscriberReceivesOldMessages:    true,
+		RestartServiceCommand:               restart,
 	},
 		// a group of its own per constructor call, as watermill-redisstream's
 		// own test has it: a new subscriber gets every message

@@ -255,6 +255,29 @@ func (s *Server) Restart() {
 	s.startProcess()
 }
 
+// RestartSaved stops the server as a clean shutdown does (SHUTDOWN SAVE:
+// it writes its data to its directory) and starts it again on the same
+// port with that data, a new run_id: what docker restart does to a Redis
+// with its default persistence.
+func (s *Server) RestartSaved() {
+	s.t.Helper()
+	s.needProcess("restart")
+	s.mu.Lock()
+	cmd, exit := s.cmd, s.exit
+	s.cmd = nil
+	s.mu.Unlock()
+	if cmd != nil {
+		_, _ = s.Do("SHUTDOWN", "SAVE")
+		select {
+		case <-exit:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exit
+		}
+	}
+	s.startProcess()
+}
+
 // Do runs one command on the server with a fresh connection.
 func (s *Server) Do(args ...any) (any, error) {
 	c := redis.NewClient(&redis.Options{Addr: s.addr, MaxRetries: -1})
