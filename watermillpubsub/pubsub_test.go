@@ -7,6 +7,7 @@
 package watermillpubsub_test
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"net/http"
@@ -22,11 +23,14 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/ThreeDotsLabs/watermill/pubsub/tests"
 	"github.com/nandi-go/nandi/consumer"
+	"github.com/nandi-go/nandi/internal/natstest"
 	"github.com/nandi-go/nandi/internal/redistest"
 	"github.com/nandi-go/nandi/partition"
 	"github.com/nandi-go/nandi/transport"
+	"github.com/nandi-go/nandi/transport/natsjs"
 	"github.com/nandi-go/nandi/transport/redisstream"
 	"github.com/nandi-go/nandi/watermillpubsub"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -128,5 +132,68 @@ func TestPubSubOverRedisStreams(t *testing.T) {
 		},
 		func(t *testing.T, group string) (message.Publisher, message.Subscriber) {
 			return redisPubSub(t, srv, group)
+		})
+}
+
+// jetStreamPubSub is a Publisher and a Subscriber of consumerGroup over
+// JetStream on an embedded nats-server, a stream per topic (its one
+// subject the topic), created on first use.
+func jetStreamPubSub(t *testing.T, ns *natstest.Server, srv *redistest.Server, consumerGroup string) (message.Publisher, message.Subscriber) {
+	client := srv.Client(func(o *redis.Options) { o.PoolSize = 64 })
+	t.Cleanup(func() { _ = client.Close() })
+	js, err := jetstream.New(ns.Conn())
+	if err != nil {
+		t.Fatal(err)
+	}
+	source := func(topic string) (*natsjs.Source, error) {
+		if _, err := js.CreateOrUpdateStream(context.Background(), jetstream.StreamConfig{Name: topic, Subjects: []string{topic}}); err != nil {
+			return nil, err
+		}
+		return natsjs.New(js, topic, natsjs.Options{})
+	}
+	pub, err := watermillpubsub.NewPublisher(watermillpubsub.PublisherConfig{
+		Publisher: func(topic string) (transport.Publisher, error) {
+			src, err := source(topic)
+			if err != nil {
+				return nil, err
+			}
+			return src.Producer(natsjs.ProducerOptions{Subject: topic})
+		},
+	}, watermill.NopLogger{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub, err := watermillpubsub.NewSubscriber(watermillpubsub.SubscriberConfig{
+		Client:        client,
+		Source:        func(topic string) (transport.Source, error) { return source(topic) },
+		ConsumerGroup: consumerGroup,
+		Lease:         partition.Options{Interval: 100 * time.Millisecond},
+		Consumer: consumer.Options{Concurrency: 16, ShutdownTimeout: 2 * time.Second,
+			RetryDelay: func(int, error) time.Duration { return 10 * time.Millisecond }},
+	}, watermill.NopLogger{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pub, sub
+}
+
+// Watermill's suite over JetStream (an embedded nats-server; the leases
+// and checkpoints on a real redis-server), with the Features it keeps as
+// Redis Streams does; TestReconnect is not run (no restart of the
+// embedded server yet).
+func TestPubSubOverJetStream(t *testing.T) {
+	ns := natstest.Start(t)
+	srv := redistest.Start(t)
+	tests.TestPubSub(t, tests.Features{
+		ConsumerGroups:                      true,
+		GuaranteedOrderWithSingleSubscriber: true,
+		Persistent:                          true,
+		NewSubscriberReceivesOldMessages:    true,
+	},
+		func(t *testing.T) (message.Publisher, message.Subscriber) {
+			return jetStreamPubSub(t, ns, srv, watermill.NewShortUUID())
+		},
+		func(t *testing.T, group string) (message.Publisher, message.Subscriber) {
+			return jetStreamPubSub(t, ns, srv, group)
 		})
 }
