@@ -105,17 +105,32 @@ func restartCommand(t *testing.T, srv *redistest.Server) ([]string, *atomic.Int6
 	return []string{os.Args[0]}, &n
 }
 
+// reconnectEnv, set to 1 (make chaos does), runs Watermill's
+// TestReconnect in TestPubSubOverRedisStreams. make test leaves it out:
+// that test's own bookkeeping races (the race detector reports
+// test_pubsub.go:1086, where a goroutine appends the messages published,
+// against 1120, which compares them with those received), so a fast
+// subscriber can receive the last message before it is listed as
+// published, and the test fails with an "extra" message now and then.
+const reconnectEnv = "NANDI_WATERMILL_RECONNECT"
+
 // Watermill's universal suite over Redis Streams on a real redis-server,
 // with the Features watermill-redisstream v1.4.5 declares for itself, and
-// TestReconnect restarting the test's own redis-server.
+// (reconnectEnv) TestReconnect restarting the test's own redis-server.
 func TestPubSubOverRedisStreams(t *testing.T) {
 	srv := redistest.Start(t)
-	restart, restarts := restartCommand(t, srv)
-	defer func() {
-		if run := flag.Lookup("test.run").Value.String(); (run == "" || strings.Contains(run, "Reconnect")) && restarts.Load() < 2 {
-			t.Errorf("the redis-server was restarted %d times; TestReconnect restarts it twice", restarts.Load())
-		}
-	}()
+	var restart []string
+	if os.Getenv(reconnectEnv) == "1" {
+		var restarts *atomic.Int64
+		restart, restarts = restartCommand(t, srv)
+		defer func() {
+			if run := flag.Lookup("test.run").Value.String(); (run == "" || strings.Contains(run, "Reconnect")) && restarts.Load() < 2 {
+				t.Errorf("the redis-server was restarted %d times; TestReconnect restarts it twice", restarts.Load())
+			}
+		}()
+	} else {
+		t.Logf("Watermill's TestReconnect is run by make chaos (%s=1): its own bookkeeping races", reconnectEnv)
+	}
 	tests.TestPubSub(t, tests.Features{
 		ConsumerGroups:                      true,
 		ExactlyOnceDelivery:                 false,
