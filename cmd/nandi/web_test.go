@@ -21,6 +21,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/nandi-go/nandi/consumer"
 	"github.com/nandi-go/nandi/deadletter"
+	"github.com/nandi-go/nandi/internal/leaseseam"
 	"github.com/nandi-go/nandi/internal/redistest"
 	"github.com/nandi-go/nandi/transport"
 	"github.com/nandi-go/nandi/transport/memory"
@@ -104,6 +105,12 @@ func (w *writes) note(c redis.Cmder) {
 // command. It saves a screenshot (into docs/ with NANDI_SCREENSHOT=1).
 func TestWebPageInABrowser(t *testing.T) {
 	ctx := browser(t)
+	// The page's strip marks an interval handed over by the lease's
+	// timing (a source that is not a log, a group's first change); over a
+	// log the fenced handoff lasts a drain, too short to be sure to land
+	// in a presence record, so this group hands over by timing.
+	leaseseam.FenceOff.Set(true)
+	defer leaseseam.FenceOff.Set(false)
 	srv := redistest.Start(t)
 	const iv = 300 * time.Millisecond
 	log := memory.NewLog(2)
