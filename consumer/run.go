@@ -95,7 +95,7 @@ func (c *Consumer) Run(ctx context.Context) (runErr error) {
 	// the group, each worker drains and releases its share and takes the
 	// new one an interval before the lease's timing would give it
 	// (docs/PROTOCOL.md, "The fenced handoff").
-	if info.Log && !leaseseam.FenceOff.On() {
+	if info.Log && !leaseseam.FenceOff.Load() {
 		c.fenced.Store(true)
 		leaseseam.Fence(c.lease, true)
 	}

@@ -42,21 +42,28 @@ func redisPubSub(t *testing.T, srv *redistest.Server, consumerGroup string) (mes
 	source := func(topic string) (*redisstream.Source, error) {
 		return redisstream.New(client, topic, redisstream.Options{Block: 20 * time.Millisecond})
 	}
-	pub, err := watermillpubsub.NewPublisher(watermillpubsub.PublisherConfig{
-		Publisher: func(topic string) (transport.Publisher, error) {
+	return pubSub(t, client, consumerGroup,
+		func(topic string) (transport.Source, error) { return source(topic) },
+		func(topic string) (transport.Publisher, error) {
 			src, err := source(topic)
 			if err != nil {
 				return nil, err
 			}
 			return src.Producer(redisstream.ProducerOptions{})
-		},
-	}, watermill.NopLogger{})
+		})
+}
+
+// pubSub is a Publisher and a Subscriber of consumerGroup whose topics
+// are read from source and written with producer, the leases and
+// checkpoints on client: short intervals and retries, for the suite.
+func pubSub(t *testing.T, client redis.UniversalClient, consumerGroup string, source func(string) (transport.Source, error), producer func(string) (transport.Publisher, error)) (message.Publisher, message.Subscriber) {
+	pub, err := watermillpubsub.NewPublisher(watermillpubsub.PublisherConfig{Publisher: producer}, watermill.NopLogger{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	sub, err := watermillpubsub.NewSubscriber(watermillpubsub.SubscriberConfig{
 		Client:        client,
-		Source:        func(topic string) (transport.Source, error) { return source(topic) },
+		Source:        source,
 		ConsumerGroup: consumerGroup,
 		Lease:         partition.Options{Interval: 100 * time.Millisecond},
 		Consumer: consumer.Options{Concurrency: 16, ShutdownTimeout: 2 * time.Second,
@@ -166,30 +173,15 @@ func jetStreamPubSub(t *testing.T, ns *natstest.Server, srv *redistest.Server, c
 		}
 		return natsjs.New(js, topic, natsjs.Options{})
 	}
-	pub, err := watermillpubsub.NewPublisher(watermillpubsub.PublisherConfig{
-		Publisher: func(topic string) (transport.Publisher, error) {
+	return pubSub(t, client, consumerGroup,
+		func(topic string) (transport.Source, error) { return source(topic) },
+		func(topic string) (transport.Publisher, error) {
 			src, err := source(topic)
 			if err != nil {
 				return nil, err
 			}
 			return src.Producer(natsjs.ProducerOptions{Subject: topic})
-		},
-	}, watermill.NopLogger{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sub, err := watermillpubsub.NewSubscriber(watermillpubsub.SubscriberConfig{
-		Client:        client,
-		Source:        func(topic string) (transport.Source, error) { return source(topic) },
-		ConsumerGroup: consumerGroup,
-		Lease:         partition.Options{Interval: 100 * time.Millisecond},
-		Consumer: consumer.Options{Concurrency: 16, ShutdownTimeout: 2 * time.Second,
-			RetryDelay: func(int, error) time.Duration { return 10 * time.Millisecond }},
-	}, watermill.NopLogger{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pub, sub
+		})
 }
 
 // Watermill's suite over JetStream (an embedded nats-server; the leases

@@ -109,8 +109,8 @@ func TestWebPageInABrowser(t *testing.T) {
 	// timing (a source that is not a log, a group's first change); over a
 	// log the fenced handoff lasts a drain, too short to be sure to land
 	// in a presence record, so this group hands over by timing.
-	leaseseam.FenceOff.Set(true)
-	defer leaseseam.FenceOff.Set(false)
+	leaseseam.FenceOff.Store(true)
+	defer leaseseam.FenceOff.Store(false)
 	srv := redistest.Start(t)
 	const iv = 300 * time.Millisecond
 	log := memory.NewLog(2)

@@ -77,7 +77,7 @@ func BenchmarkRebalanceFigures(b *testing.B) {
 		for _, change := range rebalanceChanges {
 			for rule := range rules {
 				leaseseam.StandDownAtChange(rule == 0)
-				leaseseam.FenceOff.Set(rule < 2)
+				leaseseam.FenceOff.Store(rule < 2)
 				f, p := rebalanceOnce(b, srv, names, iv, change, fmt.Sprintf("rb-%d-%d-%d", trial, rule, len(change)))
 				k := key{change, rule}
 				flow[k], pause[k] = append(flow[k], f), append(pause[k], p)
@@ -85,7 +85,7 @@ func BenchmarkRebalanceFigures(b *testing.B) {
 		}
 	}
 	leaseseam.StandDownAtChange(false)
-	leaseseam.FenceOff.Set(false)
+	leaseseam.FenceOff.Store(false)
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
 	defer tw.Flush()
 	fmt.Fprintf(tw, "rebalance, %s, 24 aligned streams, 2ms handlers, Concurrency 4, interval %v\tflow kept\tlongest pause (intervals)\n", time.Now().UTC().Format("2006-01-02"), iv)

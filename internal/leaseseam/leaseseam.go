@@ -80,12 +80,4 @@ func Fence(lease any, on bool) {
 // fenced handoff (Fence): its terms are handed over by the lease's timing
 // alone, as before the fence, for benchmarks that measure the two side by
 // side. Switch it only while no consumer runs.
-var FenceOff atomicBool
-
-type atomicBool struct{ v atomic.Bool }
-
-// Set sets the switch.
-func (b *atomicBool) Set(on bool) { b.v.Store(on) }
-
-// On reads it.
-func (b *atomicBool) On() bool { return b.v.Load() }
+var FenceOff atomic.Bool
