@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"sync"
 
 	"github.com/ThreeDotsLabs/watermill"
@@ -18,7 +19,8 @@ import (
 type SubscriberConfig struct {
 	// Client holds each subscription's lease, checkpoint ledger and presence.
 	Client redis.UniversalClient
-	// Source returns the log a topic is read from.
+	// Source returns the log a topic is read from, once per Subscribe;
+	// a source that is an io.Closer is closed when its subscription ends.
 	Source func(topic string) (transport.Source, error)
 	// ConsumerGroup: the subscribers of one group split a topic by key;
 	// every group gets every message. Empty: the topic's name.
@@ -114,6 +116,15 @@ func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *messa
 	go func() {
 		defer s.running.Done()
 		defer sub.closeOut()
+		if closer, ok := src.(io.Closer); ok {
+			// The source was made for this subscription: its connections
+			// (a Kafka source's Transport) end with it.
+			defer func() {
+				if err := closer.Close(); err != nil {
+					s.logger.Error("closing the source", err, fields)
+				}
+			}()
+		}
 		if err := c.Run(runCtx); err != nil {
 			s.logger.Error("subscription failed", err, fields)
 		}
