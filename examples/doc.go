@@ -9,6 +9,9 @@
 //     group, per-key order kept (kfake by default).
 //   - nats-filter: core NATS subscribers under leases, with what is lost
 //     counted (an embedded nats-server by default).
-//   - watermill-router: an unchanged Watermill handler under leases, via
-//     the Filter middleware.
+//   - watermill-router: two Watermill Routers on nandi's Subscriber
+//     (watermillpubsub) splitting a topic by key, with Watermill's Retry
+//     and PoisonQueue middleware.
+//   - watermill-filter: an unchanged Watermill handler under leases, via
+//     the Filter middleware, over a fan-out subscriber.
 package examples
