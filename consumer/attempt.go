@@ -173,7 +173,8 @@ func (tr *term) invoke(w *worker, t *task, what userCall) (err error, attached b
 	case callOnError:
 		tr.callOnError(t)
 	case callDeadLetter:
-		err = tr.sh.user.deadLetter(withFailure(tr.ctx, Failure{Attempts: t.f.attempts, Worker: tr.sh.workerID}), t.m, t.f.lastErr)
+		err = tr.sh.user.deadLetter(withFailure(tr.ctx, Failure{Attempts: t.f.attempts, Worker: tr.sh.workerID,
+			System: tr.info.System, Source: tr.info.Destination(t.m.Shard)}), t.m, t.f.lastErr)
 	}
 	tr.sh.running.Add(-1)
 	tr.gate.Leave()

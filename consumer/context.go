@@ -70,11 +70,15 @@ type failureKey struct{}
 // Failure is what Options.DeadLetter's context carries of the task that
 // failed: how many times the handler failed on it (0 when the message
 // never reached the handler: Message.Err, an ID error) and the worker
-// that gave up on it (Consumer.Worker). The task's
-// term is there too (AssignmentFromContext).
+// that gave up on it (Consumer.Worker), and where the task came from:
+// the source's system and the name of the task's shard (the stream,
+// topic or subject; transport.Info.Destination), so that it can be put
+// back there. The task's term is there too (AssignmentFromContext).
 type Failure struct {
 	Attempts int    // the handler's failed attempts on the task
 	Worker   string // the worker that gave up on it (Consumer.Worker)
+	System   string // the source's system (transport.Info.System): "redis", "kafka", "nats", ...
+	Source   string // the task's stream, topic or subject (transport.Info.Destination); empty when the source names none
 }
 
 // FailureFromContext returns the Failure of a DeadLetter call's task.

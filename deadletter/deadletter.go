@@ -30,24 +30,28 @@ const (
 	FieldShard    = "shard"
 	FieldPosition = "position"
 	FieldAt       = "at"
+	FieldSystem   = "system"
+	FieldSource   = "source"
 	headerPrefix  = "h:"
 )
 
 // Letter is one dead letter.
 type Letter struct {
-	ID       string            // the entry's ID in the dead-letter stream
-	Key      string            // the task's id, as its message carried it
-	Payload  []byte            // the message's payload
-	Headers  map[string]string // the message's headers (a trace context among them)
-	Error    string            // why the consumer gave up: the last error
-	Attempts int               // the handler's failed attempts (0: it never reached the handler)
-	Worker   string            // the worker that gave up (consumer.Consumer.Worker)
-	Index    int               // the term's index,
-	Replicas int               // its replicas
-	Token    int64             // and its fencing token
-	Shard    int               // where the task was in the source: its shard
-	Position string            // and its position there (transport.Position.String)
-	At       time.Time         // when the letter was written
+	ID       string            `json:"id"`       // the entry's ID in the dead-letter stream
+	Key      string            `json:"key"`      // the task's id, as its message carried it
+	Payload  []byte            `json:"payload"`  // the message's payload (base64 in JSON)
+	Headers  map[string]string `json:"headers"`  // the message's headers (a trace context among them)
+	Error    string            `json:"error"`    // why the consumer gave up: the last error
+	Attempts int               `json:"attempts"` // the handler's failed attempts (0: it never reached the handler)
+	Worker   string            `json:"worker"`   // the worker that gave up (consumer.Consumer.Worker)
+	Index    int               `json:"index"`    // the term's index,
+	Replicas int               `json:"replicas"` // its replicas
+	Token    int64             `json:"token"`    // and its fencing token
+	System   string            `json:"system"`   // where the task came from: the source's system ("redis", "kafka", "nats"),
+	Source   string            `json:"source"`   // its stream, topic or subject (empty in letters written before nandi recorded it),
+	Shard    int               `json:"shard"`    // its shard
+	Position string            `json:"position"` // and its position there (transport.Position.String)
+	At       time.Time         `json:"at"`       // when the letter was written
 }
 
 // Options configure RedisStream.
@@ -83,9 +87,9 @@ func RedisStream(c redis.Cmdable, stream string, opts Options) func(ctx context.
 
 // Describe returns what a dead letter says of task m besides the task
 // itself, as text by field name (FieldError, FieldAttempts, FieldWorker,
-// FieldIndex, FieldReplicas, FieldToken, FieldShard, FieldPosition,
-// FieldAt), from cause and the DeadLetter call's context: the sinks of
-// other transports carry them as headers.
+// FieldIndex, FieldReplicas, FieldToken, FieldSystem, FieldSource,
+// FieldShard, FieldPosition, FieldAt), from cause and the DeadLetter
+// call's context: the sinks of other transports carry them as headers.
 func Describe(ctx context.Context, m *transport.Message, cause error) map[string]string {
 	f, _ := consumer.FailureFromContext(ctx)
 	a, _ := consumer.AssignmentFromContext(ctx)
@@ -95,6 +99,7 @@ func Describe(ctx context.Context, m *transport.Message, cause error) map[string
 	}
 	return map[string]string{FieldError: msg, FieldAttempts: strconv.Itoa(f.Attempts), FieldWorker: f.Worker,
 		FieldIndex: strconv.Itoa(a.Index), FieldReplicas: strconv.Itoa(a.Replicas), FieldToken: strconv.FormatInt(a.Token, 10),
+		FieldSystem: f.System, FieldSource: f.Source,
 		FieldShard: strconv.Itoa(m.Shard), FieldPosition: m.Position.String(), FieldAt: time.Now().UTC().Format(time.RFC3339Nano)}
 }
 
@@ -125,7 +130,7 @@ func letter(x redis.XMessage) Letter {
 	num := func(f string) int64 { n, _ := strconv.ParseInt(text(f), 10, 64); return n }
 	l := Letter{ID: x.ID, Key: text(FieldKey), Payload: []byte(text(FieldPayload)), Error: text(FieldError),
 		Attempts: int(num(FieldAttempts)), Worker: text(FieldWorker), Index: int(num(FieldIndex)),
-		Replicas: int(num(FieldReplicas)), Token: num(FieldToken), Shard: int(num(FieldShard)), Position: text(FieldPosition)}
+		Replicas: int(num(FieldReplicas)), Token: num(FieldToken), System: text(FieldSystem), Source: text(FieldSource), Shard: int(num(FieldShard)), Position: text(FieldPosition)}
 	l.At, _ = time.Parse(time.RFC3339Nano, text(FieldAt))
 	for f, v := range x.Values {
 		if h, ok := strings.CutPrefix(f, headerPrefix); ok {
@@ -144,7 +149,19 @@ func letter(x redis.XMessage) Letter {
 // stops, and what was replayed is gone from stream, what was not is still
 // there.
 func Replay(ctx context.Context, c redis.Cmdable, stream string, letters []Letter, p transport.Publisher) (int, error) {
+	return ReplayEach(ctx, c, stream, letters, func(Letter) (transport.Publisher, error) { return p, nil })
+}
+
+// ReplayEach is Replay with a publisher per letter: route returns the
+// one a letter's task goes back through (for a Redis source, a producer
+// of the stream the letter came from, Letter.Source). An error of route
+// stops the replay as a failed publish does.
+func ReplayEach(ctx context.Context, c redis.Cmdable, stream string, letters []Letter, route func(Letter) (transport.Publisher, error)) (int, error) {
 	for i, l := range letters {
+		p, err := route(l)
+		if err != nil {
+			return i, fmt.Errorf("deadletter: replay %s (key %q): %w", l.ID, l.Key, err)
+		}
 		if err := p.Publish(ctx, l.Key, l.Payload, l.Headers); err != nil {
 			return i, fmt.Errorf("deadletter: replay %s (key %q): %w", l.ID, l.Key, err)
 		}
@@ -153,6 +170,16 @@ func Replay(ctx context.Context, c redis.Cmdable, stream string, letters []Lette
 		}
 	}
 	return len(letters), nil
+}
+
+// Delete removes letters from stream by entry ID, without replaying
+// them, and returns how many were there.
+func Delete(ctx context.Context, c redis.Cmdable, stream string, ids ...string) (int64, error) {
+	n, err := c.XDel(ctx, stream, ids...).Result()
+	if err != nil {
+		return 0, fmt.Errorf("deadletter: delete from %s: %w", stream, err)
+	}
+	return n, nil
 }
 
 // Header is the header that carries field f of Describe on transports

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -43,7 +44,8 @@ func init() {
 		{"pause", "-redis URL -group NAME [-reason TEXT]", "every worker finishes what runs and starts nothing, keeping its lease", cmdPause},
 		{"resume", "-redis URL -group NAME", "end the pause", cmdResume},
 		{"dead list", "-redis URL -group NAME [-stream DEAD] [-from ID] [-until ID] [-count N] [-json]", "the group's dead letters", nil},
-		{"dead replay", "-redis URL -group NAME [-stream DEAD] -to S0,S1,... [-unaligned] (-id ID,... | -from ID -until ID | -all)", "put dead letters back on the source streams", nil},
+		{"dead show", "-redis URL -group NAME [-stream DEAD] [-json] ID", "one dead letter whole: key, payload, headers, error, attempts, worker, term, source, time", nil},
+		{"dead replay", "-redis URL -group NAME [-stream DEAD] [-to S0,S1,... [-create] [-unaligned]] (-id ID,... | -all [-from ID] [-until ID])", "put dead letters back where they came from (or on -to's streams)", nil},
 		{"checkpoint reset", "-redis URL -group NAME -to start|end|time:T|POSITION [-streams S,...] [-dry-run]", "move a stopped group's checkpoints (a new epoch)", nil},
 		{"web", "[-redis URL] [-addr 127.0.0.1:8080] [-group NAME] [-tls-cert F -tls-key F] [-tls-proxy]", "a live page per group, read-only (beyond localhost only with $" + EnvWebToken + ")", cmdWeb},
 		{"version", "", "nandi's version, and the Go that built it", cmdVersion},
@@ -165,6 +167,15 @@ func redisFromEnv() (url, from string) {
 		}
 	}
 	return "", ""
+}
+
+// printJSON prints v as indented JSON (every key snake_case) and returns
+// exitOK.
+func printJSON(out io.Writer, v any) int {
+	enc := json.NewEncoder(out)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+	return exitOK
 }
 
 // oneLine keeps an error to one line: a server's multi-line answer or a

@@ -3,11 +3,14 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -257,4 +260,35 @@ func binary(t *testing.T) string {
 		t.Fatalf("building nandi: %v", binErr)
 	}
 	return binPath
+}
+
+// assertSnakeCase fails t unless every key of the JSON document out is
+// snake_case (user data excepted: the keys of a "headers" object are the
+// task's own).
+func assertSnakeCase(t *testing.T, what, out string) {
+	t.Helper()
+	var v any
+	if err := json.Unmarshal([]byte(out), &v); err != nil {
+		t.Fatalf("%s: not JSON: %v\n%s", what, err, out)
+	}
+	snake := regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
+	var walk func(path string, v any)
+	walk = func(path string, v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			for k, e := range v {
+				if !snake.MatchString(k) {
+					t.Errorf("%s: key %q at %s is not snake_case", what, k, path)
+				}
+				if k != "headers" && k != "positions" { // data: the task's headers, positions by "index/shard"
+					walk(path+"."+k, e)
+				}
+			}
+		case []any:
+			for i, e := range v {
+				walk(fmt.Sprintf("%s[%d]", path, i), e)
+			}
+		}
+	}
+	walk("$", v)
 }

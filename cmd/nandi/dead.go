@@ -2,125 +2,294 @@ package main
 
 import (
 	"context"
-	"encoding/json"
+	"encoding/hex"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"github.com/nandi-go/nandi/deadletter"
+	"github.com/nandi-go/nandi/transport"
 	"github.com/nandi-go/nandi/transport/redisstream"
+	"github.com/redis/go-redis/v9"
 )
 
 // cmdDead runs nandi dead's subcommands.
 func cmdDead(ctx context.Context, args []string, out, errOut io.Writer) int {
 	return subcommand(ctx, "dead", args, out, errOut, map[string]func(context.Context, []string, io.Writer, io.Writer) int{
-		"list": func(ctx context.Context, args []string, out, errOut io.Writer) int {
-			return deadCmd(ctx, "list", args, out, errOut)
-		},
-		"replay": func(ctx context.Context, args []string, out, errOut io.Writer) int {
-			return deadCmd(ctx, "replay", args, out, errOut)
-		},
+		"list":   deadList,
+		"show":   deadShow,
+		"replay": deadReplay,
 	})
 }
 
-// deadCmd runs nandi dead list or replay. DEAD is the dead-letter stream
-// (default {NAME}:dead, deadletter.Stream); replay's -to names the
-// group's source streams in shard order: each task goes back to its
-// key's stream and is deleted from DEAD.
-func deadCmd(ctx context.Context, sub string, args []string, out, errOut io.Writer) int {
+// deadFlags are the flags every dead subcommand has: the group's Redis,
+// the group, and its dead-letter stream (default {NAME}:dead,
+// deadletter.Stream).
+type deadFlags struct {
+	*flags
+	url, group, stream *string
+}
+
+func newDeadFlags(sub string, out, errOut io.Writer) *deadFlags {
 	fs := newFlags("dead "+sub, out, errOut)
-	url := fs.redisURL("the group's Redis")
-	group := fs.String("group", "", "the group's name (partition.Options.Name)")
-	stream := fs.String("stream", "", "the dead-letter stream (default {group}:dead)")
+	return &deadFlags{flags: fs, url: fs.redisURL("the group's Redis"),
+		group:  fs.String("group", "", "the group's name (partition.Options.Name)"),
+		stream: fs.String("stream", "", "the dead-letter stream (default {group}:dead)")}
+}
+
+// connect checks -group, fills -stream's default and connects.
+func (f *deadFlags) connect(ctx context.Context) (redis.UniversalClient, int) {
+	if *f.group == "" {
+		return nil, f.usageError("-group is required")
+	}
+	if *f.stream == "" {
+		*f.stream = deadletter.Stream(*f.group)
+	}
+	return f.connected(ctx, *f.url)
+}
+
+func deadList(ctx context.Context, args []string, out, errOut io.Writer) int {
+	fs := newDeadFlags("list", out, errOut)
 	from := fs.String("from", "-", "the first entry ID")
 	until := fs.String("until", "+", "the last entry ID")
-	count := fs.Int64("count", 100, "list: the most letters shown")
-	asJSON := fs.Bool("json", false, "list: print JSON")
-	to := fs.String("to", "", "replay: the group's source streams, comma-separated, in shard order")
-	unaligned := fs.Bool("unaligned", false, "replay: the source streams are not aligned (redisstream.Options.Unaligned)")
-	ids := fs.String("id", "", "replay: the letters' entry IDs, comma-separated")
-	all := fs.Bool("all", false, "replay: every letter from -from to -until")
+	count := fs.Int64("count", 100, "the most letters shown")
+	asJSON := fs.Bool("json", false, "print JSON")
 	if code, ok := fs.parse(args); !ok {
 		return code
 	}
-	if *group == "" {
-		return fs.usageError("-group is required")
+	c, code := fs.connect(ctx)
+	if c == nil {
+		return code
 	}
-	if sub == "replay" && (*to == "" || (*ids == "" && !*all) || (*ids != "" && *all)) {
-		return fs.usageError("give -to, and either -id or -all (with -from and -until to bound it)")
+	defer c.Close()
+	ls, err := deadletter.List(ctx, c, *fs.stream, *from, *until, *count)
+	if err != nil {
+		return fs.failed(err)
 	}
-	if *stream == "" {
-		*stream = deadletter.Stream(*group)
+	if *asJSON {
+		return printJSON(out, ls)
 	}
-	c, code := fs.connected(ctx, *url)
+	if len(ls) == 0 {
+		fmt.Fprintf(out, "no dead letters in %s\n", *fs.stream)
+		return exitOK
+	}
+	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tAT\tKEY\tATTEMPTS\tWORKER\tTERM\tFROM\tPAYLOAD\tERROR")
+	for _, l := range ls {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%d of %d, token %d\t%s\t%s\t%s\n", l.ID, l.At.Format(time.RFC3339),
+			clean(l.Key), l.Attempts, clean(l.Worker), l.Index, l.Replicas, l.Token, from1(l), payloadShort(l.Payload, 24), clean(l.Error))
+	}
+	tw.Flush()
+	return exitOK
+}
+
+// from1 says where a letter's task came from, in one table cell.
+func from1(l deadletter.Letter) string {
+	if l.Source == "" {
+		return fmt.Sprintf("shard %d at %s", l.Shard, l.Position)
+	}
+	return fmt.Sprintf("%s at %s", clean(l.Source), l.Position)
+}
+
+// payloadText returns a payload as text when it is UTF-8 without control
+// characters (but newlines and tabs), else as hex, and which it is.
+func payloadText(p []byte) (text, form string) {
+	if utf8.Valid(p) && !strings.ContainsFunc(string(p), func(r rune) bool {
+		return r != '\n' && r != '\t' && (r < 0x20 || r == 0x7f)
+	}) {
+		return string(p), "text"
+	}
+	return hex.EncodeToString(p), "hex"
+}
+
+// payloadShort is a payload's first n characters, in one table cell.
+func payloadShort(p []byte, n int) string {
+	text, form := payloadText(p)
+	if form == "hex" {
+		text = "0x" + text
+	}
+	text = clean(strings.Join(strings.Fields(text), " "))
+	if r := []rune(text); len(r) > n {
+		text = string(r[:n-1]) + "…"
+	}
+	if text == "" {
+		return "(empty)"
+	}
+	return text
+}
+
+func deadShow(ctx context.Context, args []string, out, errOut io.Writer) int {
+	fs := newDeadFlags("show", out, errOut)
+	asJSON := fs.Bool("json", false, "print JSON (the payload as base64, as dead list -json)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fs.help(out)
+			return exitOK
+		}
+		return fs.synopsis()
+	}
+	if fs.NArg() != 1 {
+		return fs.usageError("give one letter's ID (nandi dead list shows them), after the flags")
+	}
+	id := fs.Arg(0)
+	c, code := fs.connect(ctx)
+	if c == nil {
+		return code
+	}
+	defer c.Close()
+	ls, err := deadletter.List(ctx, c, *fs.stream, id, id, 1)
+	if err != nil {
+		return fs.failed(err)
+	}
+	if len(ls) == 0 {
+		return fs.failed(fmt.Errorf("no letter %s in %s", id, *fs.stream))
+	}
+	l := ls[0]
+	if *asJSON {
+		return printJSON(out, l)
+	}
+	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
+	row := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, v) }
+	row("id:", l.ID)
+	row("at:", l.At.Format(time.RFC3339Nano))
+	row("key:", clean(l.Key))
+	row("error:", clean(l.Error))
+	row("attempts:", fmt.Sprint(l.Attempts))
+	row("worker:", clean(l.Worker))
+	row("term:", fmt.Sprintf("index %d of %d, token %d", l.Index, l.Replicas, l.Token))
+	source := clean(l.Source)
+	if source == "" {
+		source = "(not recorded)"
+	}
+	row("source:", fmt.Sprintf("%s %s, shard %d at %s", l.System, source, l.Shard, l.Position))
+	for _, h := range slices.Sorted(maps.Keys(l.Headers)) {
+		row("header "+clean(h)+":", clean(l.Headers[h]))
+	}
+	text, form := payloadText(l.Payload)
+	row("payload:", fmt.Sprintf("%d bytes, as %s", len(l.Payload), form))
+	tw.Flush()
+	fmt.Fprintln(out, text)
+	return exitOK
+}
+
+func deadReplay(ctx context.Context, args []string, out, errOut io.Writer) int {
+	fs := newDeadFlags("replay", out, errOut)
+	from := fs.String("from", "-", "the first entry ID")
+	until := fs.String("until", "+", "the last entry ID")
+	to := fs.String("to", "", "the group's source streams, comma-separated, in shard order (default: each letter back to the stream it came from)")
+	create := fs.Bool("create", false, "with -to: create a stream of -to that does not exist (else refused: a typo would replay to a stream nobody reads)")
+	unaligned := fs.Bool("unaligned", false, "with -to: the source streams are not aligned (redisstream.Options.Unaligned)")
+	ids := fs.String("id", "", "the letters' entry IDs, comma-separated")
+	all := fs.Bool("all", false, "every letter from -from to -until")
+	if code, ok := fs.parse(args); !ok {
+		return code
+	}
+	if (*ids == "") == !*all {
+		return fs.usageError("give either -id or -all (with -from and -until to bound it)")
+	}
+	if *create && *to == "" {
+		return fs.usageError("-create goes with -to")
+	}
+	c, code := fs.connect(ctx)
 	if c == nil {
 		return code
 	}
 	defer c.Close()
 
-	if sub == "list" {
-		ls, err := deadletter.List(ctx, c, *stream, *from, *until, *count)
-		if err != nil {
-			fmt.Fprintln(errOut, "nandi dead list:", err)
-			return 1
-		}
-		if *asJSON {
-			enc := json.NewEncoder(out)
-			enc.SetIndent("", "  ")
-			_ = enc.Encode(ls)
-			return 0
-		}
-		if len(ls) == 0 {
-			fmt.Fprintf(out, "no dead letters in %s\n", *stream)
-			return 0
-		}
-		tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "ID\tAT\tKEY\tATTEMPTS\tWORKER\tTERM\tFROM\tERROR")
-		for _, l := range ls {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%d of %d, token %d\tshard %d at %s\t%s\n", l.ID, l.At.Format(time.RFC3339),
-				clean(l.Key), l.Attempts, clean(l.Worker), l.Index, l.Replicas, l.Token, l.Shard, l.Position, clean(l.Error))
-		}
-		tw.Flush()
-		return 0
-	}
-
-	src, err := redisstream.NewSharded(c, strings.Split(*to, ","), redisstream.Options{Unaligned: *unaligned})
-	if err != nil {
-		fmt.Fprintln(errOut, "nandi dead replay:", err)
-		return 2
-	}
-	p, err := src.Producer(redisstream.ProducerOptions{})
-	if err != nil {
-		fmt.Fprintln(errOut, "nandi dead replay:", err)
-		return 2
-	}
 	var ls []deadletter.Letter
+	var err error
 	if *all {
-		if ls, err = deadletter.List(ctx, c, *stream, *from, *until, 1<<62); err != nil {
-			fmt.Fprintln(errOut, "nandi dead replay:", err)
-			return 1
+		if ls, err = deadletter.List(ctx, c, *fs.stream, *from, *until, 1<<62); err != nil {
+			return fs.failed(err)
 		}
 	} else {
 		for _, id := range strings.Split(*ids, ",") {
-			one, err := deadletter.List(ctx, c, *stream, id, id, 1)
+			one, err := deadletter.List(ctx, c, *fs.stream, id, id, 1)
 			if err != nil {
-				fmt.Fprintln(errOut, "nandi dead replay:", err)
-				return 1
+				return fs.failed(err)
 			}
 			if len(one) == 0 {
-				fmt.Fprintf(errOut, "nandi dead replay: no letter %s in %s\n", id, *stream)
-				return 1
+				return fs.failed(fmt.Errorf("no letter %s in %s", id, *fs.stream))
 			}
 			ls = append(ls, one...)
 		}
 	}
-	n, err := deadletter.Replay(ctx, c, *stream, ls, p)
-	fmt.Fprintf(out, "replayed %d of %d dead letters from %s to %s\n", n, len(ls), *stream, *to)
-	if err != nil {
-		fmt.Fprintln(errOut, "nandi dead replay:", err)
-		return 1
+
+	if *to != "" {
+		streams := strings.Split(*to, ",")
+		if !*create {
+			if missing := missingStreams(ctx, c, streams); len(missing) > 0 {
+				return fs.failed(fmt.Errorf("no stream %s on this Redis: check -to (the group's source streams), or give -create to make it; no letter was replayed", strings.Join(missing, ", ")))
+			}
+		}
+		src, err := redisstream.NewSharded(c, streams, redisstream.Options{Unaligned: *unaligned})
+		if err != nil {
+			return fs.failed(err)
+		}
+		p, err := src.Producer(redisstream.ProducerOptions{})
+		if err != nil {
+			return fs.failed(err)
+		}
+		n, err := deadletter.Replay(ctx, c, *fs.stream, ls, p)
+		fmt.Fprintf(out, "replayed %d of %d dead letters from %s to %s\n", n, len(ls), *fs.stream, *to)
+		if err != nil {
+			return fs.failed(err)
+		}
+		return exitOK
 	}
-	return 0
+
+	// Each letter back where it came from: its own stream.
+	for _, l := range ls {
+		switch {
+		case l.Source == "":
+			return fs.failed(fmt.Errorf("letter %s does not say where it came from (written before nandi recorded it): give -to; no letter was replayed", l.ID))
+		case l.System != "redis":
+			return fs.failed(fmt.Errorf("letter %s came from %s %s, not a Redis stream: replay it with that transport (deadletter.Replay with its Publisher); no letter was replayed", l.ID, l.System, l.Source))
+		}
+	}
+	sources := map[string]bool{}
+	for _, l := range ls {
+		sources[l.Source] = true
+	}
+	if missing := missingStreams(ctx, c, slices.Sorted(maps.Keys(sources))); len(missing) > 0 {
+		return fs.failed(fmt.Errorf("the letters' source stream %s is gone: give -to (with -create to make it); no letter was replayed", strings.Join(missing, ", ")))
+	}
+	producers := map[string]transport.Publisher{}
+	n, err := deadletter.ReplayEach(ctx, c, *fs.stream, ls, func(l deadletter.Letter) (transport.Publisher, error) {
+		if p, ok := producers[l.Source]; ok {
+			return p, nil
+		}
+		// The letter's own stream: a producer there writes the key's task
+		// to that stream, whatever shard of the group it is.
+		src, err := redisstream.New(c, l.Source, redisstream.Options{})
+		if err != nil {
+			return nil, err
+		}
+		p, err := src.Producer(redisstream.ProducerOptions{})
+		producers[l.Source] = p
+		return p, err
+	})
+	fmt.Fprintf(out, "replayed %d of %d dead letters from %s to %s\n", n, len(ls), *fs.stream, strings.Join(slices.Sorted(maps.Keys(sources)), ","))
+	if err != nil {
+		return fs.failed(err)
+	}
+	return exitOK
+}
+
+// missingStreams returns those of streams that do not exist on c.
+func missingStreams(ctx context.Context, c redis.UniversalClient, streams []string) []string {
+	var missing []string
+	for _, s := range streams {
+		if n, err := c.Exists(ctx, s).Result(); err != nil || n == 0 {
+			missing = append(missing, s)
+		}
+	}
+	return missing
 }

@@ -69,6 +69,7 @@ func TestStatusAndWatchOfARunningGroup(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &st); err != nil {
 		t.Fatalf("status -json: %v\n%s", err, out)
 	}
+	assertSnakeCase(t, "status -json", out)
 	if st.Interval != iv || st.Gap != partition.DefaultGap || st.Generation == "" {
 		t.Errorf("settings %v %v generation %q; want %v, %v and a generation", st.Interval, st.Gap, st.Generation, iv, partition.DefaultGap)
 	}

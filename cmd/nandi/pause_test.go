@@ -46,6 +46,7 @@ func TestPauseAndResumeCommands(t *testing.T) {
 	if code != 0 || json.Unmarshal([]byte(out), &st) != nil || st.Paused == nil || st.Paused.Reason != "smtp provider down" {
 		t.Fatalf("status -json while paused: exit %d, paused %+v\n%s", code, st.Paused, out)
 	}
+	assertSnakeCase(t, "status -json while paused", out)
 	redistest.WaitFor(t, 10*time.Second, "the worker to see the pause", func() bool {
 		for _, c := range g.consumers() {
 			if !c.Stats().Paused {

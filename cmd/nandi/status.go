@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -270,10 +269,7 @@ func cmdStatus(ctx context.Context, args []string, out, errOut io.Writer) int {
 		return exitFailed
 	}
 	if asJSON {
-		enc := json.NewEncoder(out)
-		enc.SetIndent("", "  ")
-		_ = enc.Encode(s)
-		return 0
+		return printJSON(out, s)
 	}
 	printStatus(out, s)
 	return 0

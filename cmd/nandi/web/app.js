@@ -141,8 +141,8 @@ function renderDead(st) {
   document.getElementById("dead-wrap").hidden = !st.dead;
   document.getElementById("dead-note").textContent = st.dead ? "(" + st.dead + " in all, the newest " + (st.dead_latest || []).length + " here; nandi dead list and replay)" : "";
   fill(document.querySelector("#dead tbody"), (st.dead_latest || []).map(l =>
-    el("tr", null, td(l.ID), td(l.At), td(l.Key), td(l.Attempts, "num"), td(l.Worker),
-      td(l.Index + " of " + l.Replicas + ", token " + l.Token), td(l.Error, "wrap err"))));
+    el("tr", null, td(l.id), td(l.at), td(l.key), td(l.attempts, "num"), td(l.worker),
+      td(l.index + " of " + l.replicas + ", token " + l.token), td(l.error, "wrap err"))));
 }
 
 function dl(id, pairs) {
