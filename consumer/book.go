@@ -66,7 +66,10 @@ const (
 )
 
 func newBook(capacity, maxWaiting int, reread bool) *book {
-	return &book{byID: intmap.New[uint64, *idQueue](capacity + maxWaiting), capacity: capacity, maxWaiting: maxWaiting, reread: reread}
+	// Sized for the tasks held whole: the tasks held light (up to
+	// maxWaiting, 100,000 by default) grow it when a failing id makes them
+	// wait, and a term's book is not allocated, nor cleared, at their size.
+	return &book{byID: intmap.New[uint64, *idQueue](capacity), capacity: capacity, maxWaiting: maxWaiting, reread: reread}
 }
 
 // open gives the book the shards the term reads (nil entries: not read);
@@ -201,7 +204,9 @@ func (b *book) handBack() []*task {
 	for _, q := range b.byID.All() {
 		out = append(out, q.buf[q.head:]...)
 	}
-	b.byID.Clear()
+	// A new map, not Clear: Clear zeroes the whole table, as large as the
+	// most ids the term ever held, at every term's end.
+	b.byID = intmap.New[uint64, *idQueue](b.capacity)
 	b.ready, b.parked, b.held, b.waiting = fifo{}, nil, 0, 0
 	return out
 }
