@@ -13,8 +13,9 @@ STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
 # Watermill's own suite (watermillpubsub's pubsub_test.go, build tag
 # !race) runs in test-systems without -race, as the delivery scenarios:
-# the package's raced test is subscriber_test.go; make chaos runs its
-# TestReconnect (two restarts of each server) five times more.
+# the package's raced test is subscriber_test.go. make test runs it at
+# Watermill's short size (ForceShort); make chaos at its full size, and
+# its TestReconnect (two restarts of each server) five times more.
 # The fault suite (integration/chaos) runs without -race here: its workers
 # are processes, which -race slows by 70%, and every line they run is
 # raced by the other tests; make chaos runs it with -race. The same for
@@ -65,6 +66,7 @@ test-integration:
 chaos:
 	$(GO) test -race -count=1 -p 1 -timeout 30m ./integration/ ./integration/delivery/
 	NANDI_CHAOS_SCALE=10 $(GO) test -race -count=1 -timeout 60m -v ./integration/chaos/
+	NANDI_WATERMILL_FULL=1 $(GO) test -count=1 -timeout 20m ./watermillpubsub/
 	$(GO) test -count=5 -timeout 20m -run 'TestPubSubOver.*/TestReconnect' ./watermillpubsub/
 	cd sink/pgsink && NANDI_CHAOS_SCALE=10 $(GO) test -race -count=1 -timeout 60m -v -run '^TestSink' ./...
 	NANDI_MODEL=chaos $(GO) test -count=1 -p 1 -timeout 120m -v ./partition/model/ ./checkpoint/model/

@@ -170,6 +170,16 @@ func restartCommand(t *testing.T, restart func()) ([]string, *atomic.Int64) {
 	return []string{os.Args[0]}, &n
 }
 
+// fullEnv, set to 1 (make chaos does), runs Watermill's suite at its
+// full size: 50 subscribers of 5,000 messages where make test's run
+// (ForceShort) has 10 of 100. Every test runs either way; at full size,
+// the three suites beside make test's raced packages on a busy 2-core
+// machine ran past Watermill's own timeouts (a subscriber per group, 50
+// groups, each reading every message).
+const fullEnv = "NANDI_WATERMILL_FULL"
+
+func short() bool { return os.Getenv(fullEnv) != "1" }
+
 // reconnect returns TestReconnect's restart command, and checks at t's
 // end that the test did restart the server twice.
 func reconnect(t *testing.T, restart func()) []string {
@@ -195,6 +205,7 @@ func TestPubSubOverRedisStreams(t *testing.T) {
 		GuaranteedOrderWithSingleSubscriber: true,
 		Persistent:                          true,
 		NewSubscriberReceivesOldMessages:    true,
+		ForceShort:                          short(),
 		RestartServiceCommand:               restart,
 	},
 		// a group of its own per constructor call, as watermill-redisstream's
@@ -246,6 +257,7 @@ func TestPubSubOverJetStream(t *testing.T) {
 		GuaranteedOrderWithSingleSubscriber: true,
 		Persistent:                          true,
 		NewSubscriberReceivesOldMessages:    true,
+		ForceShort:                          short(),
 		RestartServiceCommand:               reconnect(t, ns.Restart),
 	},
 		func(t *testing.T) (message.Publisher, message.Subscriber) {
@@ -264,8 +276,12 @@ type kafkaProducer struct {
 
 func (p kafkaProducer) Close() error { return p.w.Close() }
 
+// kafkaPartitions is the partitions of each topic of the Kafka suite.
+const kafkaPartitions = 4
+
 // kafkaPubSub is a Publisher and a Subscriber of consumerGroup over Kafka
-// (kfake at addrs), a topic of 4 aligned partitions per Watermill topic,
+// (kfake at addrs), a topic of kafkaPartitions aligned partitions per
+// Watermill topic,
 // created on first use.
 func kafkaPubSub(t *testing.T, addrs []string, srv *redistest.Server, consumerGroup string) (message.Publisher, message.Subscriber) {
 	client := srv.Client(func(o *redis.Options) { o.PoolSize = 64 })
@@ -275,7 +291,7 @@ func kafkaPubSub(t *testing.T, addrs []string, srv *redistest.Server, consumerGr
 	create := func(topic string) error {
 		kc := &kafka.Client{Addr: kafka.TCP(addrs...), Transport: tr}
 		res, err := kc.CreateTopics(context.Background(), &kafka.CreateTopicsRequest{
-			Topics: []kafka.TopicConfig{{Topic: topic, NumPartitions: 4, ReplicationFactor: 1}},
+			Topics: []kafka.TopicConfig{{Topic: topic, NumPartitions: kafkaPartitions, ReplicationFactor: 1}},
 		})
 		if err != nil {
 			return err
@@ -336,6 +352,7 @@ func TestPubSubOverKafka(t *testing.T) {
 		GuaranteedOrderWithSingleSubscriber: true,
 		Persistent:                          true,
 		NewSubscriberReceivesOldMessages:    true,
+		ForceShort:                          short(),
 		RestartServiceCommand:               restart,
 	},
 		func(t *testing.T) (message.Publisher, message.Subscriber) {
