@@ -17,6 +17,11 @@ type Lag struct {
 	// (checkpoint.Epoch.Low): every worker reports it, holding or not;
 	// nil without checkpoints.
 	Group []transport.Lag
+	// System and Sources say what the log is (transport.Info's System and
+	// Destinations): the presence record carries them, so that nandi
+	// status can count a Redis stream's entries behind the group.
+	System  string
+	Sources []string
 }
 
 // Lag describes the source (one Info) and reads the checkpoint ledger,
@@ -71,7 +76,7 @@ func (c *Consumer) WantLag() { c.lagWanted.Store(true) }
 // watermark in st's current epoch (nil: none), against the ends of the
 // log info describes.
 func lagOf(held []transport.Position, st *checkpoint.State, info transport.Info) Lag {
-	var l Lag
+	l := Lag{System: info.System, Sources: info.Destinations}
 	of := func(pos []transport.Position) []transport.Lag {
 		out := make([]transport.Lag, 0, len(pos))
 		for s, p := range pos {

@@ -116,6 +116,7 @@ func (c *Consumer) record(l Lag, lagErr error) *presence.Record {
 	for _, d := range st.Oldest {
 		r.Oldest = append(r.Oldest, d.Seconds())
 	}
+	r.System, r.Sources = l.System, l.Sources
 	if lagErr == nil && l.Held != nil {
 		for _, x := range l.Held {
 			m, sec := int64(-1), -1.0

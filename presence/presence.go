@@ -62,6 +62,11 @@ type Record struct {
 	LagMessages []int64   `json:"lag_messages,omitempty"`
 	LagSeconds  []float64 `json:"lag_seconds,omitempty"`
 	Oldest      []float64 `json:"oldest_seconds,omitempty"`
+	// System and Sources name the log the worker reads: its system
+	// ("redis", "kafka", "nats") and its streams, topic or subjects (one
+	// per shard, or one for all: transport.Info.Destinations).
+	System  string   `json:"system,omitempty"`
+	Sources []string `json:"sources,omitempty"`
 
 	LastError   string    `json:"last_error,omitempty"`   // the last failed attempt's error, cut to 300 bytes
 	LastErrorAt time.Time `json:"last_error_at,omitzero"` // when it failed

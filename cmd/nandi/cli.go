@@ -38,6 +38,7 @@ var commands []command
 
 func init() {
 	commands = []command{
+		{"groups", "-redis URL [-json]", "every group on the Redis: workers, replicas, lag, paused, dead letters", cmdGroups},
 		{"status", "-redis URL -group NAME [-json]", "the group's settings, counts, generation, workers and checkpoints", cmdStatus},
 		{"watch", "-redis URL -group NAME", "the same, one line per interval, until interrupted", cmdWatch},
 		{"plan", "[-interval 5s] [-gap 0.125] [-rtt 2ms] [-jitter 1ms] [-workers 200] [-shards S] [-redis URL]", "what the settings cost, and whether they fit the network", cmdPlan},

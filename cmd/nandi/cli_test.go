@@ -26,7 +26,7 @@ func TestHelpExitsZeroOnStdout(t *testing.T) {
 		{"help"}, {"-h"}, {"--help"},
 		{"help", "plan"}, {"plan", "-h"}, {"plan", "-help"}, {"status", "--help"}, {"watch", "-h"},
 		{"pause", "-h"}, {"resume", "-h"}, {"web", "-h"}, {"version", "-h"},
-		{"help", "dead"}, {"dead", "-h"}, {"help", "dead", "list"}, {"dead", "list", "-h"}, {"dead", "replay", "-h"},
+		{"help", "dead"}, {"dead", "-h"}, {"help", "dead", "list"}, {"dead", "list", "-h"}, {"dead", "replay", "-h"}, {"dead", "show", "-h"}, {"groups", "-h"},
 		{"help", "checkpoint"}, {"checkpoint", "reset", "-h"}, {"help", "help"},
 	} {
 		code, out, errOut := nandi(t, context.Background(), args...)
@@ -75,7 +75,7 @@ func TestUsageErrorsExitTwoOnStderr(t *testing.T) {
 		{[]string{"pause", "-redis", "redis://127.0.0.1:1"}, "-group is required"},
 		{[]string{"dead"}, "a subcommand is required"},
 		{[]string{"dead", "bury"}, `unknown subcommand "bury"`},
-		{[]string{"dead", "replay", "-group", "g", "-redis", "redis://127.0.0.1:1"}, "give -to"},
+		{[]string{"dead", "replay", "-group", "g", "-redis", "redis://127.0.0.1:1"}, "give either -id or -all"},
 		{[]string{"checkpoint", "reset", "-group", "g"}, "-group and -to are required"},
 		{[]string{"web", "-redis", "redis://127.0.0.1:1", "-tls-cert", "c.pem"}, "-tls-key"},
 		{[]string{"version", "extra"}, `unexpected argument "extra"`},

@@ -46,6 +46,9 @@ type Status struct {
 	// Workers are the presence records of the group's workers (package
 	// presence), holders first by index.
 	Workers []presence.Record `json:"workers"`
+	// Lag is the group's lag per shard of its current epoch, in entries
+	// and age (nil without checkpoints, or with no worker running).
+	Lag []ShardLag `json:"lag,omitempty"`
 	// NoLease is true when the group has no lease state: no worker has
 	// registered in the last 10 intervals (stopped, or never started);
 	// Interval and the fields of the lease are then zero.
@@ -128,6 +131,11 @@ func readStatus(ctx context.Context, c redis.UniversalClient, group string) (*St
 	if s.Workers, err = presence.Read(ctx, c, group); err != nil {
 		return nil, err
 	}
+	if s.LedgerError == "" {
+		if s.Lag, err = readLag(ctx, c, st, s.Workers); err != nil {
+			return nil, err
+		}
+	}
 	if s.Dead, err = c.XLen(ctx, deadletter.Stream(group)).Result(); err != nil {
 		return nil, err
 	}
@@ -183,6 +191,7 @@ func printStatus(w io.Writer, s *Status) {
 	fmt.Fprintln(w)
 	printWorkers(w, s)
 	printEpochs(w, s)
+	printLag(w, s)
 }
 
 // printEpochs prints the group's checkpoints, or why there are none.
@@ -244,7 +253,7 @@ func groupArgs(ctx context.Context, f *flags, args []string, withJSON bool) (c r
 		return nil, "", false, code
 	}
 	if *g == "" {
-		return nil, "", false, f.usageError("-group is required")
+		return nil, "", false, f.usageError("-group is required (nandi groups lists the groups on a Redis)")
 	}
 	c, code = f.connected(ctx, *url)
 	if c == nil {
