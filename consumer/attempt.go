@@ -165,6 +165,27 @@ func (tr *term) invoke(w *worker, t *task, what userCall) (err error, attached b
 		return errGateClosed, true
 	}
 	tr.sh.running.Add(1)
+	// Counted as running first, then the pause read: whoever sees the
+	// pause (Stats().Paused) and then nothing running knows no handler
+	// call begins until the resume; one that passed mayStart before the
+	// pause waits here, outside the gate, for the resume.
+	for what == callHandler && tr.sh.pause.on.Load() {
+		tr.sh.running.Add(-1)
+		tr.gate.Leave()
+		ok := tr.mayStart() && tr.gate.Enter()
+		if ok && isDone(tr.t.Done()) {
+			tr.gate.Leave()
+			ok = false
+		}
+		if !ok {
+			if !w.end() {
+				tr.sh.overdue.Add(-1)
+				return nil, false
+			}
+			return errGateClosed, true
+		}
+		tr.sh.running.Add(1)
+	}
 	switch what {
 	case callHandler:
 		err = tr.sh.callHandler(w, t.m)

@@ -42,9 +42,12 @@ func TestPausedGroupStartsNothingAndKeepsItsLeases(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, "every worker to see the pause", func() bool {
+		// Seen paused with nothing running: from then on no handler call
+		// may begin (one that passed its check before the pause waits
+		// for the resume).
+		waitFor(t, "every worker to see the pause and finish what runs", func() bool {
 			for _, w := range ws {
-				if !g.worker(w).c.Stats().Paused {
+				if s := g.worker(w).c.Stats(); !s.Paused || s.InFlight > 0 {
 					return false
 				}
 			}
@@ -52,8 +55,8 @@ func TestPausedGroupStartsNothingAndKeepsItsLeases(t *testing.T) {
 		})
 		held := map[int]partition.Assignment{}
 		for _, w := range ws {
-			s := g.worker(w).c.Stats()
 			seen.Store(w, true)
+			s := g.worker(w).c.Stats()
 			held[w], _ = g.worker(w).l.Current()
 			if !s.PausedSince.Equal(st.Since) {
 				t.Errorf("worker %d: paused since %v; want %v", w, s.PausedSince, st.Since)

@@ -66,6 +66,22 @@ func TestGroupRateHoldsThroughMembershipChanges(t *testing.T) {
 				live = live[:len(live)-1]
 			}
 			g.settle()
+			// Every worker serving its term, not only holding its lease: a
+			// term may wait for its ledger at the change (the fenced
+			// handoff), and a worker not serving yet would lower the rate
+			// measured for a reason that is not the limit's.
+			handled := map[int]int64{}
+			for _, w := range live {
+				handled[w] = g.worker(w).c.Stats().Handled
+			}
+			waitFor(t, "every worker to serve", func() bool {
+				for _, w := range live {
+					if g.worker(w).c.Stats().Handled == handled[w] {
+						return false
+					}
+				}
+				return true
+			})
 			from := time.Now()
 			time.Sleep(2 * time.Second)
 			to := time.Now()
