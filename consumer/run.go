@@ -32,6 +32,10 @@ func (c *Consumer) Run(ctx context.Context) (runErr error) {
 	}
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	// A new worker waits two to four intervals for its first lease: say so,
+	// so that a worker that prints nothing for that long is not taken for
+	// a stuck one ("serving" follows once it holds its share).
+	c.log.Info("waiting for a lease: a new worker holds its share within two to four intervals", "interval", c.interval)
 	leaseCtx, stopLease := context.WithCancel(context.WithoutCancel(ctx))
 	leaseDone := make(chan struct{})
 	var leaseErr error

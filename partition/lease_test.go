@@ -558,3 +558,38 @@ func TestAJoinLateInTheWindowCountsInIt(t *testing.T) {
 		})
 	}
 }
+
+// A group restarted at once (every worker stopped, one started within
+// the same moment, as a rolling deploy of one replica or an operator's
+// restart does) holds again within four intervals, at any phase of the
+// interval: the stopped workers' registrations still count in the
+// windows that follow, so the newcomer first sees a count that has
+// changed, then one that has settled. The README says so.
+func TestARestartedGroupHoldsWithinFourIntervals(t *testing.T) {
+	var worst time.Duration
+	for phase := range 10 {
+		synctest.Test(t, func(t *testing.T) {
+			s := newSim(t, simOpts, uint64(phase))
+			a, b := s.join(), s.join()
+			s.advance(5 * simOpts.Interval)
+			s.advance(time.Duration(phase) * simOpts.Interval / 10)
+			_ = s.stop(a)
+			_ = s.stop(b)
+			w := s.join()
+			s.advance(8 * simOpts.Interval)
+			at, ok := s.firstAcquired(w.id)
+			if !ok {
+				t.Fatalf("phase %d/10: the restarted worker never held anything", phase)
+			}
+			got := at.Sub(w.started)
+			t.Logf("figures: stopped at phase %d/10 of an interval, a new worker held its share %.2f intervals after it started", phase, float64(got)/float64(simOpts.Interval))
+			if got > 4*simOpts.Interval {
+				t.Errorf("phase %d/10: the restarted group held %v after its worker started; want within four intervals (%v)", phase, got, 4*simOpts.Interval)
+			}
+			worst = max(worst, got)
+			s.stopAll()
+			s.verify()
+		})
+	}
+	t.Logf("figures: a group of 2 stopped and one worker started at once holds within %.2f intervals at worst", float64(worst)/float64(simOpts.Interval))
+}

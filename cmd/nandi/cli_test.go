@@ -292,3 +292,45 @@ func assertSnakeCase(t *testing.T, what, out string) {
 	}
 	walk("$", v)
 }
+
+// A synopsis that shows a flag with a value in lower case shows its
+// default (upper case is a placeholder: -redis URL): nandi plan's once
+// showed -rtt 2ms -jitter 1ms -workers 200 while the defaults were 1ms, 0
+// and 10.
+func TestSynopsesShowTheDefaults(t *testing.T) {
+	pair := regexp.MustCompile(`\[-([a-z-]+) ([^\]\s|]+)\]`)
+	flagLine := regexp.MustCompile(`^  -([a-z-]+)`)
+	def := regexp.MustCompile(`\(default "?([^")]+)"?\)`)
+	n := 0
+	for _, c := range commands {
+		if c.run == nil && !strings.Contains(c.name, " ") {
+			continue
+		}
+		code, help, _ := nandi(t, context.Background(), append(strings.Fields(c.name), "-h")...)
+		if code != 0 {
+			continue
+		}
+		defaults := map[string]string{} // a flag without "(default X)" has its zero value
+		cur := ""
+		for _, l := range strings.Split(help, "\n") {
+			if m := flagLine.FindStringSubmatch(l); m != nil {
+				cur = m[1]
+				defaults[cur] = "0"
+			} else if m := def.FindStringSubmatch(l); m != nil && cur != "" {
+				defaults[cur] = m[1]
+			}
+		}
+		for _, m := range pair.FindAllStringSubmatch(c.synopsis, -1) {
+			if regexp.MustCompile(`^[A-Z]`).MatchString(m[2]) {
+				continue // a placeholder: -redis URL, -shards S
+			}
+			n++
+			if d, ok := defaults[m[1]]; !ok || d != m[2] {
+				t.Errorf("nandi %s's synopsis shows -%s %s; its default is %q", c.name, m[1], m[2], d)
+			}
+		}
+	}
+	if n < 5 {
+		t.Fatalf("%d synopsis defaults checked; want nandi plan's at least", n)
+	}
+}

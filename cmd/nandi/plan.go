@@ -17,6 +17,7 @@ type Plan struct {
 	Workers        int
 	RTT, Jitter    time.Duration
 	FirstLease     [2]time.Duration // a new worker's first lease, from..to
+	RestartLease   [2]time.Duration // the first lease of a worker started as its group's others stopped
 	Pause          time.Duration    // each share, per change of membership: the drain and the handover
 	Assigned       [2]time.Duration // every index held again after a change
 	CrashUnowned   time.Duration    // a crashed worker's share
@@ -32,6 +33,9 @@ func plan(iv time.Duration, gap float64, workers int, rtt, jitter time.Duration)
 	g := partition.Margin(iv, gap)
 	p := Plan{Interval: iv, Gap: g, Workers: workers, RTT: rtt, Jitter: jitter,
 		FirstLease: [2]time.Duration{2 * iv, 3 * iv}, Pause: 7 * g / 2,
+		// the stopped workers' registrations count for the windows that
+		// follow (TestARestartedGroupHoldsWithinFourIntervals: 3.03-3.93)
+		RestartLease:   [2]time.Duration{3 * iv, 4 * iv},
 		Assigned:       [2]time.Duration{iv * 20 / 10, iv * 28 / 10},
 		CrashUnowned:   2 * iv,
 		Spacing:        min(time.Duration(float64(iv)*(1-2.5*gap)/float64(max(workers, 1))), time.Millisecond),
@@ -67,6 +71,7 @@ func printPlan(w io.Writer, p Plan) {
 	fmt.Fprintf(tw, "settings\tinterval %v, gap %v, %d workers\n", p.Interval, p.Gap, p.Workers)
 	fmt.Fprintf(tw, "network\tround trip %v, jitter %v\n", p.RTT, p.Jitter)
 	fmt.Fprintf(tw, "first lease of a new worker\t%v to %v\n", p.FirstLease[0], p.FirstLease[1])
+	fmt.Fprintf(tw, "first lease of a group restarted at once\t%v to %v (its stopped workers still count for the windows that follow)\n", p.RestartLease[0], p.RestartLease[1])
 	fmt.Fprintf(tw, "pause per change of membership\ton a log, the drain of the tasks in flight (the fenced handoff, from a group's second change on); otherwise about %v per share (the drain, and a gap and a half to the new holders' first registrations)\n", p.Pause)
 	fmt.Fprintf(tw, "every index held again after a change\ton a log within about %v (fenced); otherwise %v to %v\n", p.Interval+p.Gap, p.Assigned[0], p.Assigned[1])
 	fmt.Fprintf(tw, "a crashed worker's share unowned\tabout %v\n", p.CrashUnowned)

@@ -4,7 +4,7 @@
 // key. It runs on an embedded Kafka (kfake) and an embedded Redis
 // (miniredis) by default; -brokers and -redis use real ones.
 //
-//	go run ./examples/kafka-shared-topic
+//	cd examples && go run ./kafka-shared-topic
 package main
 
 import (

@@ -7,7 +7,7 @@
 // and each worker counts what it read while holding nothing. The report
 // shows it; use JetStream (transport/natsjs) when that must not happen.
 //
-//	go run ./examples/nats-filter
+//	cd examples && go run ./nats-filter
 package main
 
 import (

@@ -1,8 +1,10 @@
 // Command quickstart is a complete nandi consumer: every worker started
-// with the same -group shares the Redis stream tasks, each task handled by
-// exactly one worker at a time, in order per id.
+// against the same Redis is a member of the group "quickstart" and shares
+// the stream tasks, each task handled by exactly one worker at a time, in
+// order per id. It says at Info that it waits for its lease (two to four
+// intervals, 10-20 s at the default 5s), and "serving" once it holds one.
 //
-//	go run ./quickstart -redis redis://localhost:6379     # start one, two, five...
+//	cd examples && go run ./quickstart -redis redis://localhost:6379     # start one, two, five...
 //	redis-cli XADD tasks '*' id 42 payload 'hello'         # each entry: its task id, its payload
 package main
 
