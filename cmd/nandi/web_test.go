@@ -8,11 +8,14 @@ import (
 	"image/png"
 	"io"
 	"io/fs"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -395,5 +398,34 @@ func TestWebCommand(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("nandi web did not stop within 5s of its context's end with a page streaming")
+	}
+}
+
+// docs/cli.md gives the size of the page, its script and style: the
+// embedded files' (said to within 0.5 KB).
+func TestWebPageSizeIsAsDocumented(t *testing.T) {
+	var total int64
+	err := fs.WalkDir(webFiles, "web", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		info, err := d.Info()
+		total += info.Size()
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile("../../docs/cli.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`the page, its script and style \(([\d.]+) KB`).FindSubmatch(b)
+	if m == nil {
+		t.Fatal(`docs/cli.md no longer says "the page, its script and style (N KB"`)
+	}
+	said, _ := strconv.ParseFloat(string(m[1]), 64)
+	if got := float64(total) / 1000; math.Abs(got-said) > 0.5 {
+		t.Errorf("docs/cli.md says the page is %.1f KB; the embedded files are %d bytes (%.1f KB)", said, total, got)
 	}
 }

@@ -6,7 +6,9 @@ import (
 	"go/parser"
 	"go/token"
 	"io/fs"
+	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -162,4 +164,61 @@ func checkFields(t *testing.T, fset *token.FileSet, rel string, ty *doc.Type) {
 			}
 		}
 	}
+}
+
+// Every transport has a runnable Example (the README says so): a func
+// Example... with an Output comment, so that go test runs it. The other
+// public packages without one are listed in the log.
+func TestEveryTransportHasARunnableExample(t *testing.T) {
+	var missing []string
+	n := 0
+	_ = filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+		if err != nil || !d.IsDir() {
+			return err
+		}
+		rel, _ := filepath.Rel(root, path)
+		base := filepath.Base(path)
+		if strings.HasPrefix(base, ".") || base == "testdata" || base == "web" || base == "node_modules" ||
+			strings.HasPrefix(rel, "internal") || strings.Contains(rel, "/internal") || strings.HasPrefix(rel, "examples") ||
+			strings.HasPrefix(rel, "integration") || strings.HasPrefix(rel, "deploy") || strings.HasPrefix(rel, "cmd") || strings.HasSuffix(rel, "/model") {
+			if rel != "." && (strings.HasPrefix(base, ".") || base == "testdata" || base == "node_modules") {
+				return filepath.SkipDir
+			}
+			if rel != "." {
+				return nil
+			}
+		}
+		files, _ := filepath.Glob(filepath.Join(path, "*.go"))
+		src := false
+		for _, f := range files {
+			if !strings.HasSuffix(f, "_test.go") {
+				src = true
+			}
+		}
+		if !src || rel == "." {
+			return nil
+		}
+		n++
+		tests, _ := filepath.Glob(filepath.Join(path, "*_test.go"))
+		found := false
+		for _, f := range tests {
+			b, _ := os.ReadFile(f)
+			if regexp.MustCompile(`(?m)^func Example\w*\(\) \{`).Match(b) && strings.Contains(string(b), "// Output:") {
+				found = true
+			}
+		}
+		if !found {
+			missing = append(missing, rel)
+		}
+		return nil
+	})
+	if n < 10 {
+		t.Fatalf("%d packages found; want the repository's", n)
+	}
+	for _, m := range missing {
+		if strings.HasPrefix(m, "transport/") && m != "transport/transporttest" {
+			t.Errorf("transport %s has no runnable Example (func Example with an // Output: comment)", m)
+		}
+	}
+	t.Logf("public packages without a runnable Example yet: %s", strings.Join(missing, ", "))
 }
