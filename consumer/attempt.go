@@ -151,7 +151,7 @@ func (tr *term) invoke(w *worker, t *task, what userCall) (err error, attached b
 	w.begin(t)
 	if !tr.gate.Enter() {
 		if !w.end() {
-			tr.sh.overdue.Add(-1)
+			tr.lateReturn(t.m.Key, nil)
 			return nil, false
 		}
 		return errGateClosed, true
@@ -159,7 +159,7 @@ func (tr *term) invoke(w *worker, t *task, what userCall) (err error, attached b
 	if isDone(tr.t.Done()) { // the term ended since mayStart: start nothing more
 		tr.gate.Leave()
 		if !w.end() {
-			tr.sh.overdue.Add(-1)
+			tr.lateReturn(t.m.Key, nil)
 			return nil, false
 		}
 		return errGateClosed, true
@@ -179,7 +179,7 @@ func (tr *term) invoke(w *worker, t *task, what userCall) (err error, attached b
 		}
 		if !ok {
 			if !w.end() {
-				tr.sh.overdue.Add(-1)
+				tr.lateReturn(t.m.Key, nil)
 				return nil, false
 			}
 			return errGateClosed, true
@@ -200,8 +200,7 @@ func (tr *term) invoke(w *worker, t *task, what userCall) (err error, attached b
 	tr.sh.running.Add(-1)
 	tr.gate.Leave()
 	if !w.end() {
-		tr.sh.overdue.Add(-1)
-		tr.log.WarnContext(tr.ctx, "overdue handler returned", "key", t.m.Key, "err", err)
+		tr.lateReturn(t.m.Key, err)
 		return nil, false
 	}
 	return err, true

@@ -51,7 +51,9 @@
 //
 // A handler still running at the deadline has its context cancelled; one
 // that has not returned 100ms later is overdue: the worker counts it
-// (Stats.Overdue, Stats.OverdueTotal), logs its key at Warn, and goes on
+// (Stats.Overdue, Stats.OverdueTotal), logs one Warn line per term for
+// all of them (their count and first keys) and one more once they have
+// all returned (count, failures, keys; each return at Debug), and goes on
 // with its next term without it, and at shutdown Run returns within
 // ShutdownTimeout whatever handlers do. The task belongs to its next owner,
 // who may run it while the overdue handler still runs. Only a fencing

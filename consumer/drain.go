@@ -53,8 +53,11 @@ func (tr *term) drain(shutdown bool) {
 					keys = append(keys, t.m.Key)
 				}
 			}
-			tr.log.WarnContext(tr.ctx, "handlers overdue: still running after their term, their context ended; the next holder may run their tasks while they do",
-				"count", n, "keys", keys, "intake", intake)
+			tr.log.WarnContext(tr.ctx, "handlers overdue: still running after their term, their context ended; the next holder may run their tasks while they do (one more line when they have all returned)",
+				"count", n, "keys", keys[:min(len(keys), lateKeysShown)], "intake", intake)
+			if tr.late.detached(n) {
+				tr.logLate()
+			}
 		}
 	}
 	if !intakeDetached {

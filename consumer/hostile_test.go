@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
 	"sync"
@@ -492,5 +493,83 @@ func TestPanicsInHooksAreRecovered(t *testing.T) {
 	}
 	if st := c.Stats(); st.Panics != 3 || st.Handled != 1 || dlCalls.Load() != 2 {
 		t.Errorf("%d panics, %d handled, DeadLetter called %d times; want 3 (ID, OnError, DeadLetter), 1, 2", st.Panics, st.Handled, dlCalls.Load())
+	}
+}
+
+// warnLog records the Warn lines a consumer logs.
+type warnLog struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (h *warnLog) Enabled(context.Context, slog.Level) bool { return true }
+func (h *warnLog) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h *warnLog) WithGroup(string) slog.Handler            { return h }
+func (h *warnLog) Handle(_ context.Context, r slog.Record) error {
+	if r.Level == slog.LevelWarn {
+		var b strings.Builder
+		b.WriteString(r.Message)
+		r.Attrs(func(a slog.Attr) bool { b.WriteString(" " + a.Key + "=" + a.Value.String()); return true })
+		h.mu.Lock()
+		h.msgs = append(h.msgs, b.String())
+		h.mu.Unlock()
+	}
+	return nil
+}
+
+// Twenty handlers overdue at a shutdown are two Warn lines, not one per
+// handler: that they are overdue (with their count and keys), and, once
+// the last has returned, that they all have (count, failures, keys). On
+// a busy machine a line per handler hid the rest of the log.
+func TestOverdueHandlersAreTwoLinesNotOnePerHandler(t *testing.T) {
+	const n = 20
+	log := memory.NewLog(1)
+	release := make(chan struct{})
+	var started sync.WaitGroup
+	started.Add(n)
+	h := func(ctx context.Context, m *transport.Message) error {
+		started.Done()
+		<-release
+		if m.Key == "3" {
+			return errors.New("late and failed")
+		}
+		return nil
+	}
+	rec := &warnLog{}
+	c, err := consumer.New(lease(t, server(t).Client()), log.Source(), h, consumer.Options{Concurrency: n, ShutdownTimeout: 300 * time.Millisecond, Logger: slog.New(rec)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		log.Append(strconv.Itoa(i), nil)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ret := make(chan error, 1)
+	go func() { ret <- c.Run(ctx) }()
+	started.Wait()
+	cancel()
+	if err := <-ret; err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+	close(release)
+	waitFor(t, "the overdue handlers to return", func() bool { return c.Stats().Overdue == 0 })
+	waitFor(t, "the line saying they have", func() bool {
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		return len(rec.msgs) >= 2
+	})
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	var overdue, returned int
+	for _, m := range rec.msgs {
+		switch {
+		case strings.HasPrefix(m, "handlers overdue:") && strings.Contains(m, "count=20"):
+			overdue++
+		case strings.HasPrefix(m, "overdue handlers returned:") && strings.Contains(m, "count=20") && strings.Contains(m, "failed=1"):
+			returned++
+		}
+	}
+	if overdue != 1 || returned != 1 || len(rec.msgs) != 2 {
+		t.Errorf("Warn lines %q; want two: 20 handlers overdue, and 20 returned with 1 failed", rec.msgs)
 	}
 }

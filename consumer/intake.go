@@ -311,7 +311,9 @@ func (tr *term) submit(ms []*transport.Message, offers []offer) bool {
 func (tr *term) enterIntake() bool {
 	tr.r.w0.begin(nil)
 	if !tr.gate.Enter() {
-		tr.r.w0.end()
+		if !tr.r.w0.end() {
+			tr.lateReturn("", nil) // detached meanwhile: the drain counted it
+		}
 		return false
 	}
 	tr.sh.running.Add(1)
@@ -323,7 +325,7 @@ func (tr *term) leaveIntake() bool {
 	tr.sh.running.Add(-1)
 	tr.gate.Leave()
 	if !tr.r.w0.end() {
-		tr.sh.overdue.Add(-1)
+		tr.lateReturn("", nil)
 		return false
 	}
 	return true
@@ -333,6 +335,6 @@ func (tr *term) leaveIntake() bool {
 // detached: it gives back its counts and touches nothing else.
 func (tr *term) detachedReturn() bool {
 	tr.sh.running.Add(-1)
-	tr.sh.overdue.Add(-1)
+	tr.lateReturn("", nil)
 	return false
 }

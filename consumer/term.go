@@ -26,6 +26,7 @@ type term struct {
 	a    partition.Assignment
 	info transport.Info
 	log  *slog.Logger
+	late lateReturns // the overdue handlers' returns, logged as one line
 
 	// ctx is the handlers': it ends when the lease runs out (its deadline
 	// passes with no renewal) or, at shutdown, at ShutdownTimeout.
