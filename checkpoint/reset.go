@@ -27,7 +27,15 @@ type Reset struct {
 	To     []transport.Position // where each shard starts again
 	At     time.Time            // when (zero for a dry run)
 	DryRun bool                 // nothing was changed
+	// Running says, for a dry run of a group that runs, why the reset
+	// itself would be refused (ErrGroupRunning's message); empty
+	// otherwise.
+	Running string
 }
+
+// Low is where shard s of the replaced epoch is done below: its lowest
+// index's mark.
+func (r *Reset) Low(s int) transport.Position { return r.From.Low(s) }
 
 // Moves describes, per shard and index, what the reset skips or redoes:
 // tasks at or after To and before the index's mark are done again;
@@ -85,7 +93,9 @@ type ResetOptions struct {
 	// client here to say that the lease lives beside it: a group with no
 	// lease there has been stopped for over ten intervals.
 	Lease redis.UniversalClient
-	// DryRun changes nothing and says what a reset would do (Reset.Moves).
+	// DryRun changes nothing and says what a reset would do (Reset.Moves),
+	// also while the group runs (Reset.Running then says why the reset
+	// itself would be refused).
 	DryRun bool
 }
 
@@ -104,7 +114,7 @@ var ErrLeaseUnknown = errors.New("checkpoint: the group's lease was not found be
 // with the lease on another Redis, the reset must land within an
 // interval of the lease's check, since a worker's first lease comes two
 // intervals after its first registration). With opts.DryRun it changes
-// nothing and says what it would do.
+// nothing and says what it would do, whether the group runs or not.
 func (l *Redis) Reset(ctx context.Context, to []transport.Position, opts ResetOptions) (*Reset, error) {
 	st, err := l.Read(ctx)
 	if err != nil {
@@ -154,7 +164,9 @@ func (l *Redis) Reset(ctx context.Context, to []transport.Position, opts ResetOp
 		return g.Interval, nil
 	}
 	if opts.DryRun {
-		if _, err := checkLease(lease); err != nil {
+		if _, err := checkLease(lease); errors.Is(err, ErrGroupRunning) {
+			res.Running = err.Error()
+		} else if err != nil {
 			return nil, err
 		}
 		return res, nil

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nandi-go/nandi/checkpoint"
+	"github.com/nandi-go/nandi/presence"
 	"github.com/nandi-go/nandi/transport"
 	"github.com/redis/go-redis/v9"
 )
@@ -34,7 +35,7 @@ func cmdReset(ctx context.Context, args []string, out, errOut io.Writer) int {
 	group := fs.String("group", "", "the group's name (partition.Options.Name)")
 	to := fs.String("to", "", "where every index starts again: start, end, time:RFC3339 or positions")
 	streams := fs.String("streams", "", "with -to end: the group's Redis streams, comma-separated, in shard order")
-	dry := fs.Bool("dry-run", false, "say what would be skipped or done again, and change nothing")
+	dry := fs.Bool("dry-run", false, "say what would be skipped or done again, with how many entries per shard, and change nothing (also while the group runs)")
 	if code, ok := fs.parse(args); !ok {
 		return code
 	}
@@ -73,11 +74,74 @@ func cmdReset(ctx context.Context, args []string, out, errOut io.Writer) int {
 	for _, m := range r.Moves() {
 		fmt.Fprintln(out, "  "+m)
 	}
+	if r.DryRun {
+		names := strings.Split(*streams, ",")
+		if *streams == "" {
+			names = sourcesOf(ctx, c, *group)
+		}
+		for s := range r.To {
+			fmt.Fprintln(out, "  "+shardMove(ctx, ledger, r, s, names))
+		}
+		if r.Running != "" {
+			fmt.Fprintf(out, "the group is running: the reset itself is refused until it has stopped (%s)\n", r.Running)
+		}
+	}
 	if !r.DryRun {
 		fmt.Fprintln(out, "workers started now read from there; nandi status shows the epoch")
 	}
 	return 0
 }
+
+// sourcesOf returns the group's Redis streams in shard order, as its
+// running workers name them (nil when none runs, or its log is not Redis
+// streams).
+func sourcesOf(ctx context.Context, c redis.UniversalClient, group string) []string {
+	ws, err := presence.Read(ctx, c, group)
+	if err != nil {
+		return nil
+	}
+	for _, w := range ws {
+		if w.System == "redis" {
+			return w.Sources
+		}
+	}
+	return nil
+}
+
+// shardMove says how many entries of shard s a reset redoes or skips:
+// from the shard's low watermark to its new start. Offsets are counted by
+// their difference; a Redis stream's entries are counted in Redis (names
+// gives the streams, in shard order; up to lagCountCap).
+func shardMove(ctx context.Context, c redis.UniversalClient, r *checkpoint.Reset, s int, names []string) string {
+	low, to := r.Low(s), r.To[s]
+	verb, from, until := "skip", low, to
+	if to.Less(low) {
+		verb, from, until = "redo", to, low
+	}
+	if !from.Less(until) {
+		return fmt.Sprintf("shard %d: nothing to redo or skip (at %v already)", s, to)
+	}
+	switch {
+	case from.Hi == 0 && until.Hi == 0: // offsets
+		return fmt.Sprintf("shard %d: would %s %d entries (from %v to %v)", s, verb, until.Lo-from.Lo, from, until)
+	case s < len(names) && names[s] != "":
+		n, err := countBetween.Run(ctx, c, []string{names[s]}, redisID(from), redisID(until), lagCountCap).Int64()
+		if err != nil {
+			return fmt.Sprintf("shard %d: would %s from %v to %v (entries of %s not counted: %v)", s, verb, from, until, names[s], oneLine(err.Error()))
+		}
+		at := ""
+		if n >= lagCountCap {
+			at = "at least "
+		}
+		return fmt.Sprintf("shard %d: would %s %s%d entries of %s (from %v to %v)", s, verb, at, n, names[s], from, until)
+	}
+	return fmt.Sprintf("shard %d: would %s from %v to %v (give -streams to count its entries)", s, verb, from, until)
+}
+
+// countBetween counts a stream's entries from an ID up to another,
+// excluded (at most ARGV[3]).
+var countBetween = redis.NewScript(`
+return #redis.call('XRANGE', KEYS[1], ARGV[1], '(' .. ARGV[2], 'COUNT', tonumber(ARGV[3]))`)
 
 // resetTarget reads -to.
 func resetTarget(ctx context.Context, c redis.UniversalClient, to, streams string) ([]transport.Position, error) {

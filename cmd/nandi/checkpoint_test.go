@@ -52,6 +52,12 @@ func TestCheckpointResetEndToEnd(t *testing.T) {
 		if code, _, errOut := nandi(t, ctx, "checkpoint", "reset", "-redis", "redis://"+s.Addr(), "-group", "resettable", "-to", "start"); code != 1 || !strings.Contains(errOut, "the group is running") {
 			t.Errorf("reset while the group runs: exit %d, %q; want 1 and why", code, errOut)
 		}
+		// The dry run answers while the group runs, and says the reset
+		// itself would be refused.
+		code, out, errOut := nandi(t, ctx, "checkpoint", "reset", "-redis", "redis://"+s.Addr(), "-group", "resettable", "-to", "start", "-dry-run")
+		if code != 0 || !strings.Contains(out, "would reset") || !strings.Contains(out, "the group is running: the reset itself is refused") {
+			t.Errorf("dry run while the group runs: exit %d; want 0, what it would do, and that the reset is refused while it runs\n%s%s", code, out, errOut)
+		}
 		stop()
 		g.wg.Wait()
 	}
@@ -68,6 +74,14 @@ func TestCheckpointResetEndToEnd(t *testing.T) {
 		t.Fatalf("dry run: exit %d\n%s%s", code, out, errOut)
 	}
 	t.Logf("nandi checkpoint reset -to 100 -dry-run:\n%s", out)
+	for sh := range 2 {
+		if want := fmt.Sprintf("shard %d: would redo %d entries (from 100 to %d)", sh, log.Len(sh)-100, log.Len(sh)); !strings.Contains(out, want) {
+			t.Errorf("the dry run does not say %q", want)
+		}
+	}
+	if strings.Contains(out, "the group is running") {
+		t.Errorf("the dry run of a stopped group says it runs:\n%s", out)
+	}
 	_, doc := docCommand(t, "checkpoint reset") // the sample in docs/cli.md
 	sameShape(t, "nandi checkpoint reset -dry-run", doc, out)
 	if after, _ := checkpoint.NewRedis(s.Client(), "resettable").Read(ctx); after.Current.N != before.Current.N {

@@ -70,17 +70,32 @@ func TestGroupsAndTheirLagInEntries(t *testing.T) {
 	c.Set(ctx, "plain", "x", 0)
 
 	var st Status
-	redistest.WaitFor(t, 10*time.Second, "status to count 50 entries behind", func() bool {
+	var last string
+	deadline := time.Now().Add(20 * time.Second)
+	for {
 		code, out, _ := nandi(t, ctx, "status", "-redis", url, "-group", "orders", "-json")
-		st = Status{}
-		return code == 0 && json.Unmarshal([]byte(out), &st) == nil && len(st.Lag) == 1 && st.Lag[0].Entries == 50
-	})
+		st, last = Status{}, out
+		if code == 0 && json.Unmarshal([]byte(out), &st) == nil && len(st.Lag) == 1 && st.Lag[0].Entries == 50 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("status did not count 50 entries behind in 20s:\n%s", last)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	if l := st.Lag[0]; l.Source != "orders" || l.AtLeast || l.AgeSeconds < 0 {
 		t.Errorf("lag %+v; want 50 entries of orders, and an age", l)
 	}
 	code, out, errOut := nandi(t, ctx, "status", "-redis", url, "-group", "orders")
 	if code != 0 || !strings.Contains(out, "BEHIND (ENTRIES, AGE)") || !strings.Contains(out, "orders  50 (") {
 		t.Errorf("status: exit %d, want the lag table with 50 entries behind in orders\n%s%s", code, out, errOut)
+	}
+
+	// A reset's dry run while the group runs: the Redis stream's entries it
+	// would redo, counted, the streams named by the running worker.
+	code, out, errOut = nandi(t, ctx, "checkpoint", "reset", "-redis", url, "-group", "orders", "-to", "start", "-dry-run")
+	if code != 0 || !strings.Contains(out, "shard 0: would redo 100 entries of orders (from 0 to ") || !strings.Contains(out, "the group is running") {
+		t.Errorf("reset -dry-run of a running group over a Redis stream: exit %d; want the 100 entries it would redo, and that it runs\n%s%s", code, out, errOut)
 	}
 
 	code, out, errOut = nandi(t, ctx, "groups", "-redis", url)
@@ -95,7 +110,7 @@ func TestGroupsAndTheirLagInEntries(t *testing.T) {
 	if f := strings.Fields(lines[1]); f[1] != "0" || f[len(f)-1] != "1" {
 		t.Errorf("mail's line %q: want no worker and 1 dead letter", lines[1])
 	}
-	_, doc := docCommand(t, "groups")
+	_, doc := docCommand(t, "groups") // the sample in docs/cli.md
 	sameShape(t, "nandi groups", doc, out)
 
 	code, out, _ = nandi(t, ctx, "groups", "-redis", url, "-json")

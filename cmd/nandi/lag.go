@@ -19,7 +19,7 @@ import (
 type ShardLag struct {
 	Shard  int    `json:"shard"`
 	Source string `json:"source,omitempty"` // its stream, topic or subject
-	// Entries behind the low watermark (-1: unknown); for a Redis stream,
+	// Entries from the low watermark on (-1: unknown); for a Redis stream,
 	// counted up to lagCountCap (AtLeast then set); for Kafka and
 	// JetStream, offsets, as the workers last saw the log's end.
 	Entries int64 `json:"entries"`
@@ -34,10 +34,12 @@ type ShardLag struct {
 // number is "at least".
 const lagCountCap = 100_000
 
-// countAfter counts a stream's entries after an ID (at most ARGV[2]) and
-// returns the newest entry's ID.
+// countAfter counts a stream's entries from an ID on (at most ARGV[2]):
+// a low watermark is the first position not done, an entry's own (the
+// first unfinished one) or one past the last done. It returns the newest
+// entry's ID too.
 var countAfter = redis.NewScript(`
-local xs = redis.call('XRANGE', KEYS[1], '(' .. ARGV[1], '+', 'COUNT', tonumber(ARGV[2]))
+local xs = redis.call('XRANGE', KEYS[1], ARGV[1], '+', 'COUNT', tonumber(ARGV[2]))
 local last = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1)
 local id = ''
 if #last > 0 then id = last[1][1] end
