@@ -48,7 +48,7 @@ func init() {
 		{"dead show", "-redis URL -group NAME [-stream DEAD] [-json] ID", "one dead letter whole: key, payload, headers, error, attempts, worker, term, source, time", nil},
 		{"dead replay", "-redis URL -group NAME [-stream DEAD] [-to S0,S1,... [-create] [-unaligned]] (-id ID,... | -all [-from ID] [-until ID])", "put dead letters back where they came from (or on -to's streams)", nil},
 		{"checkpoint reset", "-redis URL -group NAME -to start|end|time:T|POSITION [-streams S,...] [-dry-run]", "move a stopped group's checkpoints (a new epoch); -dry-run says what it would redo or skip, also while the group runs", nil},
-		{"web", "[-redis URL] [-addr 127.0.0.1:8080] [-group NAME] [-tls-cert F -tls-key F] [-tls-proxy]", "a live page per group, read-only (beyond localhost only with $" + EnvWebToken + ")", cmdWeb},
+		{"web", "[-redis URL] [-addr 127.0.0.1:8080] [-group NAME] [-read-only] [-tls-cert F -tls-key F] [-tls-proxy]", "a live page per group that can pause, resume and handle dead letters (-read-only: only shows; beyond localhost only with $" + EnvWebToken + ")", cmdWeb},
 		{"version", "", "nandi's version, and the Go that built it", cmdVersion},
 		{"help", "[COMMAND]", "this, or a command's flags", nil},
 	}

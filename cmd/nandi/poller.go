@@ -61,6 +61,9 @@ type Snapshot struct {
 	Changes  []Change          `json:"changes"` // the last changes, newest first
 	Plan     *Plan             `json:"plan,omitempty"`
 	Since    time.Time         `json:"watching_since"` // when this server began keeping the strip
+	// Minutes are the handled tasks and failed attempts per minute over
+	// the last hour (since this server began watching), oldest first.
+	Minutes []Minute `json:"minutes"`
 	At       time.Time         `json:"at"`
 }
 
@@ -77,13 +80,15 @@ type tracker struct {
 	rtts    []time.Duration // the last round trips to the store (PING)
 	seen    map[string]bool // the workers of the last poll (nil before the first)
 	changes []Change        // oldest first
+	rate    throughput      // handled and failed per minute
 
 	latest  *Snapshot
 	changed chan struct{} // closed and replaced when latest changes
+	kick    chan struct{} // an action changed the group: poll now
 }
 
 func newTracker(group string) *tracker {
-	return &tracker{group: group, since: time.Now(), cells: map[int64]*Cell{}, changed: make(chan struct{})}
+	return &tracker{group: group, since: time.Now(), cells: map[int64]*Cell{}, changed: make(chan struct{}), kick: make(chan struct{}, 1)}
 }
 
 // pollEvery is how often a group is read: a quarter interval, between
@@ -113,6 +118,8 @@ func (tk *tracker) run(ctx context.Context, c redis.UniversalClient) {
 			t.Stop()
 			return
 		case <-t.C:
+		case <-tk.kick:
+			t.Stop()
 		}
 	}
 }
@@ -146,6 +153,8 @@ func (tk *tracker) poll(ctx context.Context, c redis.UniversalClient) *Snapshot 
 		}
 	}
 	tk.observe(st)
+	tk.rate.observe(snap.At, st.Workers)
+	snap.Minutes = tk.rate.chart()
 	tk.noteChanges(st, snap.At)
 	snap.Status = st
 	snap.Strip = tk.strip()

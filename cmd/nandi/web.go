@@ -42,7 +42,8 @@ const maxStreams = 256
 // that long (an open page's event stream is not idle).
 var idleTimeout = 2 * time.Minute
 
-// webServer serves the read-only pages of nandi web.
+// webServer serves the pages of nandi web, and their actions (unless
+// read-only).
 type webServer struct {
 	c     redis.UniversalClient
 	group string // the group / redirects to, if any
@@ -53,6 +54,8 @@ type webServer struct {
 	// tlsProxy says a proxy in front terminates TLS: the token's cookie is
 	// Secure although this server speaks plain HTTP.
 	tlsProxy bool
+	// readOnly: the server takes no action (-read-only).
+	readOnly bool
 
 	streams    atomic.Int64 // event streams open
 	maxStreams int
@@ -149,6 +152,12 @@ func (s *webServer) handler() http.Handler {
 	mux.HandleFunc("GET /api/groups", s.groups)
 	mux.HandleFunc("GET /api/g/{group}", s.snapshot)
 	mux.HandleFunc("GET /api/g/{group}/events", s.events)
+	mux.HandleFunc("GET /api/session", s.session)
+	mux.HandleFunc("GET /api/g/{group}/dead/{id}", s.letter)
+	mux.HandleFunc("POST /api/g/{group}/pause", s.action(s.pause))
+	mux.HandleFunc("POST /api/g/{group}/resume", s.action(s.resume))
+	mux.HandleFunc("POST /api/g/{group}/dead/{id}/replay", s.action(s.replayLetter))
+	mux.HandleFunc("POST /api/g/{group}/dead/{id}/delete", s.action(s.deleteLetter))
 	return s.guard(mux)
 }
 
@@ -227,8 +236,10 @@ func (s *webServer) listenOr(what string) string {
 }
 
 func (s *webServer) match(given string) bool {
-	return given != "" && subtle.ConstantTimeCompare([]byte(given), []byte(s.token)) == 1
+	return given != "" && subtleEqual(given, s.token)
 }
+
+func subtleEqual(a, b string) bool { return subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1 }
 
 // groups lists the groups whose lease key exists (SCAN, on every master
 // of a Cluster).
@@ -365,6 +376,7 @@ func cmdWeb(ctx context.Context, args []string, out, errOut io.Writer) int {
 	cert := fs.String("tls-cert", "", "serve HTTPS with this certificate (PEM; with -tls-key)")
 	key := fs.String("tls-key", "", "the certificate's private key (PEM)")
 	tlsProxy := fs.Bool("tls-proxy", false, "a proxy in front (an ingress) terminates TLS: mark the token's cookie Secure")
+	readOnly := fs.Bool("read-only", false, "take no action: the page only shows (for wide audiences); without it the page can pause and resume the group and replay or delete dead letters")
 	if code, ok := fs.parse(args); !ok {
 		return code
 	}
@@ -389,7 +401,7 @@ func cmdWeb(ctx context.Context, args []string, out, errOut io.Writer) int {
 		return fs.failed(err)
 	}
 	ws := newWebServer(c, *group, *token)
-	ws.listen, ws.tlsProxy = ln.Addr().String(), *tlsProxy
+	ws.listen, ws.tlsProxy, ws.readOnly = ln.Addr().String(), *tlsProxy, *readOnly
 	if host, _, err := net.SplitHostPort(*addr); err == nil && host != "" && !strings.EqualFold(host, "localhost") && net.ParseIP(host) == nil {
 		ws.listen = *addr // a name given to listen on is one the operator chose
 	}
@@ -406,7 +418,11 @@ func cmdWeb(ctx context.Context, args []string, out, errOut io.Writer) int {
 	if *cert != "" {
 		scheme = "https"
 	}
-	fmt.Fprintf(out, "nandi web: serving %s://%s/ (read-only)\n", scheme, ln.Addr())
+	mode := "pause, resume and dead letters from the page"
+	if *readOnly {
+		mode = "read-only"
+	}
+	fmt.Fprintf(out, "nandi web: serving %s://%s/ (%s)\n", scheme, ln.Addr(), mode)
 	done := make(chan error, 1)
 	go func() {
 		if *cert != "" {

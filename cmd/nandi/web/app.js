@@ -137,12 +137,116 @@ function renderEpochs(st) {
   }));
 }
 
+// The session: whether this server takes actions, and the CSRF token
+// every action carries (/api/session).
+const session = { readOnly: true, csrf: "" };
+let group = "";
+// Buttons clicked once and waiting for the confirming click, by name, with
+// when the confirmation lapses (the table is drawn again on every snapshot).
+const armed = new Map();
+
+async function act(path, body) {
+  const res = await fetch("/api/g/" + encodeURIComponent(group) + path, {
+    method: "POST", headers: { "Content-Type": "application/json", "X-Nandi-CSRF": session.csrf },
+    body: JSON.stringify(body || {}), credentials: "same-origin",
+  });
+  const text = await res.text();
+  const out = document.getElementById("action-result");
+  out.textContent = res.ok ? "done: " + path.replace(/^\//, "") : text.trim();
+  out.className = res.ok ? "note" : "error";
+  return res.ok;
+}
+
+// confirmButton is a button that acts on its second click within 4s.
+function confirmButton(name, label, onConfirm) {
+  const b = el("button", null);
+  b.type = "button";
+  const until = armed.get(name) || 0;
+  b.textContent = Date.now() < until ? "really " + label + "?" : label;
+  b.dataset.action = name;
+  b.onclick = () => {
+    if (Date.now() < (armed.get(name) || 0)) { armed.delete(name); onConfirm(); return; }
+    armed.set(name, Date.now() + 4000);
+    b.textContent = "really " + label + "?";
+  };
+  return b;
+}
+
+async function showLetter(id) {
+  const res = await fetch("/api/g/" + encodeURIComponent(group) + "/dead/" + encodeURIComponent(id));
+  const box = document.getElementById("letter");
+  if (!res.ok) { document.getElementById("action-result").textContent = (await res.text()).trim(); return; }
+  const l = await res.json();
+  box.hidden = false;
+  document.getElementById("letter-id").textContent = l.id;
+  const pairs = [["key", l.key], ["error", l.error], ["attempts", l.attempts], ["worker", l.worker],
+    ["term", "index " + l.index + " of " + l.replicas + ", token " + l.token],
+    ["source", (l.system || "?") + " " + (l.source || "(not recorded)") + ", shard " + l.shard + " at " + l.position], ["at", l.at]];
+  for (const [k, v] of Object.entries(l.headers || {}).sort()) pairs.push(["header " + k, v]);
+  pairs.push(["payload", l.payload_form === "hex" ? "hex" : "text"]);
+  dl("letter-fields", pairs);
+  document.getElementById("letter-payload").textContent = l.payload_text;
+}
+
 function renderDead(st) {
   document.getElementById("dead-wrap").hidden = !st.dead;
-  document.getElementById("dead-note").textContent = st.dead ? "(" + st.dead + " in all, the newest " + (st.dead_latest || []).length + " here; nandi dead list and replay)" : "";
-  fill(document.querySelector("#dead tbody"), (st.dead_latest || []).map(l =>
-    el("tr", null, td(l.id), td(l.at), td(l.key), td(l.attempts, "num"), td(l.worker),
-      td(l.index + " of " + l.replicas + ", token " + l.token), td(l.error, "wrap err"))));
+  document.getElementById("dead-note").textContent = st.dead ? "(" + st.dead + " in all, the newest " + (st.dead_latest || []).length + " here; nandi dead list, show and replay)" : "";
+  fill(document.querySelector("#dead tbody"), (st.dead_latest || []).map(l => {
+    const show = el("button", null, "show");
+    show.type = "button";
+    show.dataset.action = "show:" + l.id;
+    show.onclick = () => showLetter(l.id);
+    const acts = el("td", "actions", show);
+    if (!session.readOnly) {
+      acts.append(confirmButton("replay:" + l.id, "replay", () => act("/dead/" + encodeURIComponent(l.id) + "/replay")),
+        confirmButton("delete:" + l.id, "delete", () => act("/dead/" + encodeURIComponent(l.id) + "/delete")));
+    }
+    const tr = el("tr", null, td(l.id), td(l.at), td(l.key), td(l.attempts, "num"), td(l.worker),
+      td(l.index + " of " + l.replicas + ", token " + l.token), td((l.source || "shard " + l.shard) + " at " + l.position, "wrap"),
+      td(l.error, "wrap err"), acts);
+    tr.dataset.letter = l.id;
+    return tr;
+  }));
+}
+
+function renderControl(st) {
+  const paused = !!st.paused;
+  document.getElementById("pause-state").textContent = paused
+    ? "Paused since " + st.paused.since + (st.paused.reason ? " (" + st.paused.reason + ")" : "") + ": running tasks finish, none starts; every worker keeps its lease."
+    : "Running.";
+  document.getElementById("control-note").textContent = session.readOnly ? "(read-only: this server takes no action)" : "";
+  document.getElementById("pause-form").hidden = session.readOnly || paused;
+  document.getElementById("resume").hidden = session.readOnly || !paused;
+}
+
+// renderChart draws handled (and failed, in red, on top) per minute as
+// bars: one column per minute of the last hour.
+function renderChart(minutes) {
+  const box = document.getElementById("chart");
+  const n = 60;
+  let top = 1;
+  for (const m of minutes) top = Math.max(top, m.handled + m.failed);
+  const cols = [];
+  const last = minutes.length ? Date.parse(minutes[minutes.length - 1].at) : 0;
+  const byIndex = new Map();
+  for (const m of minutes) byIndex.set(n - 1 - Math.round((last - Date.parse(m.at)) / 60000), m);
+  for (let i = 0; i < n; i++) {
+    const m = byIndex.get(i);
+    const col = el("span", "col");
+    if (m) {
+      const failed = el("i", "failed"), handled = el("i", "handled");
+      failed.style.height = (100 * m.failed / top) + "%";
+      handled.style.height = (100 * m.handled / top) + "%";
+      col.append(failed, handled);
+      col.title = m.at + ": " + m.handled + " handled, " + m.failed + " failed";
+    }
+    cols.push(col);
+  }
+  const sum = minutes.reduce((a, m) => [a[0] + m.handled, a[1] + m.failed], [0, 0]);
+  box.replaceChildren(el("div", "bars", ...cols),
+    el("p", "note", "peak " + top + "/min; " + sum[0] + " handled, " + sum[1] + " failed over " + minutes.length + " min"));
+  box.dataset.minutes = minutes.length;
+  box.dataset.handled = sum[0];
 }
 
 function dl(id, pairs) {
@@ -182,6 +286,8 @@ function render(snap) {
   renderChanges(snap);
   if (!snap.status) return;
   renderMapping(snap);
+  renderControl(snap.status);
+  renderChart(snap.minutes || []);
   renderDead(snap.status);
   renderEpochs(snap.status);
   renderSettings(snap);
@@ -193,7 +299,18 @@ function live(on, text) {
   l.textContent = text;
 }
 
-async function showGroup(group) {
+async function showGroup(name) {
+  group = name;
+  try {
+    const res = await fetch("/api/session", { credentials: "same-origin" });
+    if (res.ok) { const s = await res.json(); session.readOnly = s.read_only; session.csrf = s.csrf || ""; }
+  } catch (e) { /* read-only, then */ }
+  document.getElementById("pause-form").onsubmit = ev => {
+    ev.preventDefault();
+    act("/pause", { reason: document.getElementById("pause-reason").value });
+  };
+  document.getElementById("resume").onclick = () => act("/resume");
+  document.getElementById("letter-close").onclick = () => { document.getElementById("letter").hidden = true; };
   document.getElementById("page").hidden = false;
   document.getElementById("group").textContent = group;
   document.title = "nandi: " + group;
