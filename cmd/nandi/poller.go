@@ -63,8 +63,8 @@ type Snapshot struct {
 	Since    time.Time         `json:"watching_since"` // when this server began keeping the strip
 	// Minutes are the handled tasks and failed attempts per minute over
 	// the last hour (since this server began watching), oldest first.
-	Minutes []Minute `json:"minutes"`
-	At       time.Time         `json:"at"`
+	Minutes []Minute  `json:"minutes"`
+	At      time.Time `json:"at"`
 }
 
 // tracker keeps a group's strip across polls (the store keeps only the
