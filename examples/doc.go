@@ -9,6 +9,8 @@
 //     group, per-key order kept (kfake by default).
 //   - nats-filter: core NATS subscribers under leases, with what is lost
 //     counted (an embedded nats-server by default).
+//   - dead-letters: a worker with dead letters on (MaxAttempts,
+//     deadletter.RedisStream) to drill nandi dead list, show and replay.
 //   - watermill-router: two Watermill Routers on nandi's Subscriber
 //     (watermillpubsub) splitting a topic by key, with Watermill's Retry
 //     and PoisonQueue middleware.
