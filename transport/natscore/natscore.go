@@ -242,8 +242,9 @@ func (r *reader) Fetch(ctx context.Context) ([]*transport.Message, error) {
 }
 
 // message fills out from m. When the message has headers other than the
-// task id's, all of them are copied into out.Headers (first values);
-// otherwise Headers stays nil, which costs no allocation.
+// task id's, they are copied into out.Headers (first values), the task
+// id's left out (it is Message.Key); otherwise Headers stays nil, which
+// costs no allocation.
 func (s *Source) message(out *transport.Message, m *nats.Msg) {
 	*out = transport.Message{Payload: m.Data, Shard: s.shardOf[m.Subject]}
 	var key string
@@ -253,7 +254,7 @@ func (s *Source) message(out *transport.Message, m *nats.Msg) {
 	if len(m.Header) > 1 || (len(m.Header) == 1 && key == "") {
 		out.Headers = make(map[string]string, len(m.Header))
 		for k, vs := range m.Header {
-			if len(vs) > 0 {
+			if len(vs) > 0 && (k != s.opts.KeyHeader || s.opts.Key != nil) { // the task id is Message.Key, not a header
 				out.Headers[k] = vs[0]
 			}
 		}

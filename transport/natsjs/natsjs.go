@@ -250,11 +250,14 @@ func (s *Source) message(m jetstream.Msg) *transport.Message {
 		out.Shard = s.shardOf[m.Subject()]
 	}
 	h := m.Headers()
-	if len(h) > 0 {
-		out.Headers = make(map[string]string, len(h))
-		for k := range h {
-			out.Headers[k] = h.Get(k)
+	for k := range h {
+		if k == s.opts.KeyHeader && s.opts.Key == nil {
+			continue // the task id is Message.Key, not a header (the rule of every transport)
 		}
+		if out.Headers == nil {
+			out.Headers = make(map[string]string, len(h))
+		}
+		out.Headers[k] = h.Get(k)
 	}
 	switch {
 	case s.opts.Key != nil:

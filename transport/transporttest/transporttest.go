@@ -22,6 +22,9 @@ type Harness struct {
 	// Settle, if set, is how long to wait after Open before publishing, for
 	// sources that subscribe asynchronously.
 	Settle time.Duration
+	// Headers says the source delivers headers of its own with every
+	// message (a Watermill subscriber: the message's UUID and metadata).
+	Headers bool
 }
 
 // Run runs the suite.
@@ -138,6 +141,12 @@ func delivery(t *testing.T, h Harness) {
 				t.Fatalf("%s reader: key %s delivered %q when %q was due", name, m.Key, m.Payload, want)
 			}
 			next[m.Key]++
+			// One rule for every transport: the task id is Message.Key and
+			// only there (the field, header or key that carried it is not
+			// among Headers); a message published with no headers has none.
+			if len(m.Headers) != 0 && !h.Headers {
+				t.Fatalf("%s reader: key %s delivered with headers %v; a message published with none has none (the task id is Message.Key, not a header)", name, m.Key, m.Headers)
+			}
 		}
 	}
 }

@@ -103,8 +103,23 @@ func (r *reader) Fetch(ctx context.Context) ([]*transport.Message, error) {
 }
 
 func (s *Source) message(m *message.Message) *transport.Message {
-	out := &transport.Message{Payload: m.Payload, Headers: map[string]string(m.Metadata)}
+	out := &transport.Message{Payload: m.Payload}
 	out.Key, out.Err = s.opts.TaskKey(m)
+	// The metadata as headers, but the task id's: it is Message.Key, and
+	// only there (the rule of every transport).
+	idKey := s.opts.KeyMetadata
+	if idKey == "" {
+		idKey = "id"
+	}
+	for k, v := range m.Metadata {
+		if k == idKey && s.opts.Key == nil {
+			continue
+		}
+		if out.Headers == nil {
+			out.Headers = make(map[string]string, len(m.Metadata))
+		}
+		out.Headers[k] = v
+	}
 	if out.Err != nil {
 		out.Key = transport.FallbackKey(m.UUID)
 	}
