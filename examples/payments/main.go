@@ -3,12 +3,19 @@
 // restarts while they work; then it checks every balance against the sum
 // of its payments and that no payment was applied twice.
 //
-//	go run .                      # from examples/payments: the machine's PostgreSQL, an embedded Redis
-//	go run . -postgres URL -payments 20000 -workers 4
+//	cd examples/payments && go run .     # the machine's PostgreSQL, an embedded Redis
+//	cd examples/payments && go run . -postgres URL -payments 20000 -workers 4
 //
 // Each worker is a consumer of a Redis stream of payments under a lease,
 // with sink/pgsink's handler: each payment's UPDATE commits in the same
 // transaction as its record as done, fenced by the worker's term.
+//
+// Everything it writes in PostgreSQL is in a schema of its own (-schema,
+// default nandi_payments_demo), which it creates and marks as its own; it
+// refuses a schema of that name it did not create, and drops nothing
+// outside it. A worker that exits outside the demo's schedule is replaced
+// (and said so); it prints its progress, and it fails at once, saying
+// why, when nothing is applied for 30 s.
 package main
 
 import (
@@ -19,7 +26,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/exec"
 	"os/signal"
 	"strconv"
 	"strings"
@@ -43,6 +49,7 @@ const DefaultPostgres = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable
 
 type config struct {
 	postgres, redis string
+	schema          string
 	role            string
 	group           string
 	payments        int
@@ -55,6 +62,7 @@ type config struct {
 func main() {
 	var cfg config
 	flag.StringVar(&cfg.postgres, "postgres", DefaultPostgres, "PostgreSQL URL")
+	flag.StringVar(&cfg.schema, "schema", "nandi_payments_demo", "the schema the demo creates and writes in (refused if it exists and the demo did not create it)")
 	flag.StringVar(&cfg.redis, "redis", "", "Redis URL (default: an embedded one)")
 	flag.StringVar(&cfg.role, "role", "demo", "demo, or worker (one worker process; the demo starts them)")
 	flag.StringVar(&cfg.group, "group", "payments", "the consumer group (and the sink's)")
@@ -96,6 +104,7 @@ const (
 	envRedis    = "PAYMENTS_REDIS"
 	envGroup    = "PAYMENTS_GROUP"
 	envInterval = "PAYMENTS_INTERVAL"
+	envSchema   = "PAYMENTS_SCHEMA"
 )
 
 // workerEnv fills cfg from the environment of a worker process the demo
@@ -104,15 +113,23 @@ func workerEnv(cfg *config) bool {
 	if os.Getenv(envWorker) == "" {
 		return false
 	}
-	cfg.postgres, cfg.redis, cfg.group = os.Getenv(envPostgres), os.Getenv(envRedis), os.Getenv(envGroup)
+	cfg.postgres, cfg.redis, cfg.group, cfg.schema = os.Getenv(envPostgres), os.Getenv(envRedis), os.Getenv(envGroup), os.Getenv(envSchema)
 	cfg.interval, _ = time.ParseDuration(os.Getenv(envInterval))
 	return true
 }
 
-// connect opens the pool and checks that PostgreSQL answers, saying how to
-// start one when it does not.
-func connect(ctx context.Context, url string) (*pgxpool.Pool, error) {
-	p, err := pgxpool.New(ctx, url)
+// connect opens the pool (its connections in schema, when given: the
+// demo's tables, and the sink's, live there) and checks that PostgreSQL
+// answers, saying how to start one when it does not.
+func connect(ctx context.Context, url string, schema ...string) (*pgxpool.Pool, error) {
+	pc, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("-postgres %q: %w", url, err)
+	}
+	if len(schema) > 0 && schema[0] != "" {
+		pc.ConnConfig.RuntimeParams["search_path"] = schema[0]
+	}
+	p, err := pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {
 		return nil, fmt.Errorf("-postgres %q: %w", url, err)
 	}
@@ -128,7 +145,13 @@ func connect(ctx context.Context, url string) (*pgxpool.Pool, error) {
 // demo runs the fleet and reports; ok is false when a balance is wrong or
 // a payment was applied twice.
 func demo(ctx context.Context, cfg config, out io.Writer) (ok bool, err error) {
-	pool, err := connect(ctx, cfg.postgres)
+	if cfg.schema == "" {
+		cfg.schema = "nandi_payments_demo"
+	}
+	if err := ownSchema(ctx, cfg.postgres, cfg.schema); err != nil {
+		return false, err
+	}
+	pool, err := connect(ctx, cfg.postgres, cfg.schema)
 	if err != nil {
 		return false, err
 	}
@@ -147,13 +170,14 @@ func demo(ctx context.Context, cfg config, out io.Writer) (ok bool, err error) {
 	}
 	rc := redis.NewClient(ropts)
 	defer rc.Close()
-	// A fresh run: the accounts, and the sink's records of this group.
+	// A fresh run, inside the demo's own schema: the accounts, and the
+	// sink's records of this group.
 	if _, err := pool.Exec(ctx, fmt.Sprintf(`DROP TABLE IF EXISTS accounts;
 		CREATE TABLE accounts (id int PRIMARY KEY, balance bigint NOT NULL);
 		INSERT INTO accounts SELECT g, 0 FROM generate_series(0, %d) g`, cfg.accounts-1)); err != nil {
 		return false, err
 	}
-	if _, err := pgsink.New(ctx, pool, pgsink.Options{Group: cfg.group}); err != nil {
+	if _, err := pgsink.New(ctx, pool, pgsink.Options{Group: cfg.group, Schema: cfg.schema}); err != nil {
 		return false, err
 	}
 	for _, t := range []string{"nandi_done", "nandi_fence", "nandi_low"} {
@@ -180,56 +204,60 @@ func demo(ctx context.Context, cfg config, out io.Writer) (ok bool, err error) {
 	if err != nil {
 		return false, err
 	}
-	var procs []*exec.Cmd
-	start := func() {
-		cmd := exec.Command(self)
-		cmd.Env = append(os.Environ(), envWorker+"=1", envPostgres+"="+cfg.postgres, envRedis+"="+cfg.redis,
-			envGroup+"="+cfg.group, envInterval+"="+cfg.interval.String())
-		cmd.Stderr = os.Stderr
-		if err := cmd.Start(); err == nil {
-			procs = append(procs, cmd)
-		}
-	}
-	defer func() {
-		for _, p := range procs {
-			_ = p.Process.Kill()
-			_ = p.Wait()
-		}
-	}()
+	f := newFleet(self, append(os.Environ(), envWorker+"=1", envPostgres+"="+cfg.postgres, envRedis+"="+cfg.redis,
+		envGroup+"="+cfg.group, envInterval+"="+cfg.interval.String(), envSchema+"="+cfg.schema))
+	defer f.stopAll(syscall.SIGKILL)
 	for range cfg.workers {
-		start()
+		if err := f.start(); err != nil {
+			return false, err
+		}
 	}
 	recorded := func() (n int) {
 		_ = pool.QueryRow(ctx, "SELECT count(*) FROM nandi_done WHERE grp = $1", cfg.group).Scan(&n)
 		return n
 	}
 	began := time.Now()
-	kills := 0
-	for recorded() < cfg.payments {
+	kills, last, progressAt, lastReport := 0, 0, time.Now(), time.Now()
+	for {
+		n := recorded()
+		if n >= cfg.payments {
+			break
+		}
 		if ctx.Err() != nil {
 			return false, ctx.Err()
 		}
-		if time.Since(began) > 5*time.Minute {
-			return false, fmt.Errorf("%d of %d payments applied after 5 minutes", recorded(), cfg.payments)
+		if n > last {
+			last, progressAt = n, time.Now()
+		}
+		if time.Since(progressAt) > stallLimit {
+			return false, fmt.Errorf("no payment applied for %v (%d of %d applied, %d workers running; %s): check the workers' errors above, PostgreSQL and Redis",
+				stallLimit, n, cfg.payments, f.running(), f.lastExit())
+		}
+		if time.Since(lastReport) >= 2*time.Second {
+			fmt.Fprintf(out, "  %d of %d applied, %d workers running\n", n, cfg.payments, f.running())
+			lastReport = time.Now()
+		}
+		// A worker that exits outside the schedule (a crash, a bad
+		// setting) is replaced, and said so.
+		for _, exit := range f.exited() {
+			fmt.Fprintf(out, "  a worker exited on its own (%s); starting another\n", exit)
+			if err := f.start(); err != nil {
+				return false, err
+			}
 		}
 		time.Sleep(cfg.interval)
-		if kills < cfg.kills && len(procs) > 0 {
-			victim := procs[kills%len(procs)]
-			_ = victim.Process.Kill() // -9: no drain, no checkpoint
-			_ = victim.Wait()
-			procs = append(procs[:kills%len(procs)], procs[kills%len(procs)+1:]...)
+		if kills < cfg.kills && f.running() > 0 {
+			f.kill(kills)
 			kills++
-			start()
+			if err := f.start(); err != nil {
+				return false, err
+			}
 			fmt.Fprintf(out, "  killed a worker (-9) and started another; %d of %d applied\n", recorded(), cfg.payments)
 		}
 	}
 	took := time.Since(began)
 	time.Sleep(3 * cfg.interval) // anything applied twice shows up now
-	for _, p := range procs {
-		_ = p.Process.Signal(syscall.SIGTERM)
-		_ = p.Wait()
-	}
-	procs = nil
+	f.stopAll(syscall.SIGTERM)
 
 	var n, twice int
 	if err := pool.QueryRow(ctx, "SELECT count(*), count(*) - count(DISTINCT (shard, hi, lo)) FROM nandi_done WHERE grp = $1", cfg.group).Scan(&n, &twice); err != nil {
@@ -281,7 +309,7 @@ func (r report) print(out io.Writer) {
 // work is one worker process: a consumer of the payments stream with the
 // sink's handler, until SIGTERM (or kill -9).
 func work(ctx context.Context, cfg config) error {
-	pool, err := connect(ctx, cfg.postgres)
+	pool, err := connect(ctx, cfg.postgres, cfg.schema)
 	if err != nil {
 		return err
 	}
@@ -293,7 +321,7 @@ func work(ctx context.Context, cfg config) error {
 	rc := redis.NewClient(ropts)
 	defer rc.Close()
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	sink, err := pgsink.New(ctx, pool, pgsink.Options{Group: cfg.group, Logger: logger})
+	sink, err := pgsink.New(ctx, pool, pgsink.Options{Group: cfg.group, Schema: cfg.schema, Logger: logger})
 	if err != nil {
 		return err
 	}

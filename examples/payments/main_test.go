@@ -94,3 +94,56 @@ func guideReport(t *testing.T) string {
 	}
 	return doc[i : i+strings.Index(doc[i:], "```")]
 }
+
+// A schema of the demo's name that the demo did not create is refused,
+// and nothing in it is touched.
+func TestASchemaItDidNotCreateIsRefused(t *testing.T) {
+	pg := pgtest.Start(t)
+	ctx := context.Background()
+	pool, err := connect(ctx, pg.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	if _, err := pool.Exec(ctx, `CREATE SCHEMA theirs; CREATE TABLE theirs.accounts (id int); INSERT INTO theirs.accounts VALUES (7)`); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	_, err = demo(ctx, config{postgres: pg.URL(), schema: "theirs", group: "g", payments: 10, accounts: 2, workers: 1, interval: 300 * time.Millisecond}, &out)
+	if err == nil || !strings.Contains(err.Error(), "the demo did not create it") || !strings.Contains(err.Error(), "-schema") {
+		t.Fatalf("demo in a schema it did not create: %v; want a refusal naming -schema", err)
+	}
+	var n int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM theirs.accounts WHERE id = 7`).Scan(&n); err != nil || n != 1 {
+		t.Errorf("their table after the refusal: %d rows, %v; want it untouched", n, err)
+	}
+}
+
+// A worker that exits on its own is reported, so that the demo replaces
+// it; one the demo kills is not.
+func TestFleetReportsWorkersThatExitOnTheirOwn(t *testing.T) {
+	f := newFleet("/bin/sh", []string{"PATH=/usr/bin:/bin"}) // exits at once: no command on its stdin
+	if err := f.start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	var exits []string
+	for len(exits) == 0 && time.Now().Before(deadline) {
+		exits = f.exited()
+		time.Sleep(10 * time.Millisecond)
+	}
+	if len(exits) != 1 || !strings.Contains(exits[0], "exit status 0") || f.running() != 0 {
+		t.Fatalf("exits %q, %d running; want the one exit reported", exits, f.running())
+	}
+	g := newFleet("/bin/sleep", nil)
+	g.env = nil
+	g.self = "/bin/sleep"
+	if err := g.startArgs("30"); err != nil {
+		t.Fatal(err)
+	}
+	g.kill(0)
+	time.Sleep(200 * time.Millisecond)
+	if exits := g.exited(); len(exits) != 0 {
+		t.Errorf("a worker the demo killed was reported as exiting on its own: %q", exits)
+	}
+}
