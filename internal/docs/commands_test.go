@@ -209,3 +209,47 @@ func TestNandiCommandsInPagesExist(t *testing.T) {
 		t.Fatalf("%d nandi command lines found in the pages; want the guide's samples", n)
 	}
 }
+
+// Every test and benchmark a page names (where a figure or a claim comes
+// from) exists: a func of that name in some _test.go of the repository.
+func TestNamedTestsExist(t *testing.T) {
+	funcs := map[string]bool{}
+	def := regexp.MustCompile(`(?m)^func ((?:Test|Benchmark|Fuzz|Example)\w*)\(`)
+	_ = filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (strings.HasPrefix(d.Name(), ".") || d.Name() == "node_modules") && path != root {
+			return filepath.SkipDir
+		}
+		if strings.HasSuffix(path, "_test.go") {
+			b, _ := os.ReadFile(path)
+			for _, m := range def.FindAllStringSubmatch(string(b), -1) {
+				funcs[m[1]] = true
+			}
+		}
+		return nil
+	})
+	named := regexp.MustCompile("\\b((?:Test|Benchmark)[A-Z]\\w+)")
+	n := 0
+	for _, pg := range pages(t) {
+		text := read(t, pg)
+		for _, loc := range named.FindAllStringSubmatchIndex(text, -1) {
+			n++
+			name := text[loc[2]:loc[3]]
+			if funcs[name] || strings.Contains(text[max(0, loc[0]-40):loc[0]], "Watermill") {
+				continue // ours, or Watermill's own suite's (tests.TestPubSub, TestReconnect)
+			}
+			prefix := false // a -run pattern: '^TestSink' names every TestSink...
+			for f := range funcs {
+				prefix = prefix || strings.HasPrefix(f, name)
+			}
+			if !prefix {
+				t.Errorf("%s names %s: no test or benchmark of that name in the repository", pg, name)
+			}
+		}
+	}
+	if n < 20 {
+		t.Fatalf("%d tests named in the pages; want the guide's", n)
+	}
+}
