@@ -13,18 +13,20 @@ import (
 
 // Plan is what a group's settings cost and whether the network fits.
 type Plan struct {
-	Interval, Gap  time.Duration // Gap as a duration
-	Workers        int
-	RTT, Jitter    time.Duration
-	FirstLease     [2]time.Duration // a new worker's first lease, from..to
-	RestartLease   [2]time.Duration // the first lease of a worker started as its group's others stopped
-	Pause          time.Duration    // each share, per change of membership: the drain and the handover
-	Assigned       [2]time.Duration // every index held again after a change
-	CrashUnowned   time.Duration    // a crashed worker's share
-	Spacing        time.Duration    // between neighbouring registrations
-	CallsPerSecond float64          // on the group's Redis node
-	Verdict        string           // OK, WARN or FAIL
-	Findings       []string
+	Interval       time.Duration    `json:"interval_ns"`
+	Gap            time.Duration    `json:"gap_ns"` // Gap as a duration
+	Workers        int              `json:"workers"`
+	RTT            time.Duration    `json:"rtt_ns"`
+	Jitter         time.Duration    `json:"jitter_ns"`
+	FirstLease     [2]time.Duration `json:"first_lease_ns"`   // a new worker's first lease, from..to
+	RestartLease   [2]time.Duration `json:"restart_lease_ns"` // the first lease of a worker started as its group's others stopped
+	Pause          time.Duration    `json:"pause_ns"`         // each share, per change of membership: the drain and the handover
+	Assigned       [2]time.Duration `json:"assigned_ns"`      // every index held again after a change
+	CrashUnowned   time.Duration    `json:"crash_unowned_ns"` // a crashed worker's share
+	Spacing        time.Duration    `json:"spacing_ns"`       // between neighbouring registrations
+	CallsPerSecond float64          `json:"calls_per_second"` // on the group's Redis node
+	Verdict        string           `json:"verdict"`          // OK, WARN or FAIL
+	Findings       []string         `json:"findings"`
 }
 
 // plan computes a Plan; the figures are the ones docs/figures.md gives, measured

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -89,6 +90,14 @@ func TestWebActionsInABrowser(t *testing.T) {
 	web := httptest.NewServer(ws.handler())
 	defer web.Close()
 	defer ws.Close()
+	// The page's JSON keys are snake_case, as every -json output's.
+	if res, err := http.Get(web.URL + "/api/g/orders"); err != nil {
+		t.Fatal(err)
+	} else {
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		assertSnakeCase(t, "/api/g/orders", string(b))
+	}
 	poll := func(expr string) chromedp.Action[chromedp.Void] {
 		return chromedp.Poll[chromedp.Void](expr, chromedp.WithPollingTimeout(15*time.Second))
 	}

@@ -267,14 +267,15 @@ function renderSettings(snap) {
   const p = snap.plan;
   if (!p) { dl("plan", []); return; }
   const pairs = [
-    ["verdict", p.Verdict, "verdict-" + p.Verdict],
-    ["round trip, jitter", dur(p.RTT) + ", " + dur(p.Jitter)],
-    ["first lease of a new worker", dur(p.FirstLease[0]) + " to " + dur(p.FirstLease[1])],
-    ["pause per change, per share", "about " + dur(p.Pause)],
-    ["fully assigned after a change", dur(p.Assigned[0]) + " to " + dur(p.Assigned[1])],
-    ["script calls on the group's node", p.CallsPerSecond.toFixed(1) + "/s"],
+    ["verdict", p.verdict, "verdict-" + p.verdict],
+    ["round trip, jitter", dur(p.rtt_ns) + ", " + dur(p.jitter_ns)],
+    ["first lease of a new worker", dur(p.first_lease_ns[0]) + " to " + dur(p.first_lease_ns[1])],
+    ["first lease of a group restarted at once", dur(p.restart_lease_ns[0]) + " to " + dur(p.restart_lease_ns[1])],
+    ["pause per change, per share", "about " + dur(p.pause_ns)],
+    ["fully assigned after a change", dur(p.assigned_ns[0]) + " to " + dur(p.assigned_ns[1])],
+    ["script calls on the group's node", p.calls_per_second.toFixed(1) + "/s"],
   ];
-  for (const f of p.Findings || []) pairs.push(["finding", f]);
+  for (const f of p.findings || []) pairs.push(["finding", f]);
   dl("plan", pairs);
 }
 
