@@ -32,9 +32,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/nandi-go/nandi/consumer"
 	"github.com/nandi-go/nandi/deadletter"
+	"github.com/nandi-go/nandi/examples/internal/demoredis"
 	"github.com/nandi-go/nandi/partition"
 	"github.com/nandi-go/nandi/transport"
 	"github.com/nandi-go/nandi/transport/redisstream"
@@ -58,20 +58,11 @@ func main() {
 
 func run(ctx context.Context, out io.Writer, url string, fixed bool, orders int) error {
 	embedded := url == ""
-	opts := &redis.Options{}
-	if embedded {
-		mr, err := miniredis.Run()
-		if err != nil {
-			return err
-		}
-		defer mr.Close()
-		opts.Addr = mr.Addr()
-	} else {
-		var err error
-		if opts, err = redis.ParseURL(url); err != nil {
-			return err
-		}
+	opts, stopRedis, err := demoredis.Options(url)
+	if err != nil {
+		return err
 	}
+	defer stopRedis()
 	c := redis.NewClient(opts)
 	defer c.Close()
 	src, err := redisstream.New(c, "orders", redisstream.Options{})

@@ -18,8 +18,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/nandi-go/nandi/consumer"
+	"github.com/nandi-go/nandi/examples/internal/demoredis"
 	"github.com/nandi-go/nandi/partition"
 	"github.com/nandi-go/nandi/transport"
 	"github.com/nandi-go/nandi/transport/kafkatopic"
@@ -52,20 +52,11 @@ func run(ctx context.Context, out io.Writer, brokers, redisURL string, workers, 
 		defer kc.Close()
 		addrs = kc.ListenAddrs()
 	}
-	ropts := &redis.Options{}
-	if redisURL == "" {
-		mr, err := miniredis.Run()
-		if err != nil {
-			return err
-		}
-		defer mr.Close()
-		ropts.Addr = mr.Addr()
-	} else {
-		var err error
-		if ropts, err = redis.ParseURL(redisURL); err != nil {
-			return err
-		}
+	ropts, stopRedis, err := demoredis.Options(redisURL)
+	if err != nil {
+		return err
 	}
+	defer stopRedis()
 
 	// Each key's messages go to one partition (hash of the key), in order.
 	tr := &kafka.Transport{}

@@ -21,8 +21,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/nandi-go/nandi/consumer"
+	"github.com/nandi-go/nandi/examples/internal/demoredis"
 	"github.com/nandi-go/nandi/partition"
 	"github.com/nandi-go/nandi/transport"
 	"github.com/nandi-go/nandi/transport/natscore"
@@ -55,20 +55,11 @@ func run(ctx context.Context, out io.Writer, natsURL, redisURL string, workers, 
 		}
 		natsURL = ns.ClientURL()
 	}
-	ropts := &redis.Options{}
-	if redisURL == "" {
-		mr, err := miniredis.Run()
-		if err != nil {
-			return err
-		}
-		defer mr.Close()
-		ropts.Addr = mr.Addr()
-	} else {
-		var err error
-		if ropts, err = redis.ParseURL(redisURL); err != nil {
-			return err
-		}
+	ropts, stopRedis, err := demoredis.Options(redisURL)
+	if err != nil {
+		return err
 	}
+	defer stopRedis()
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

@@ -21,7 +21,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/ThreeDotsLabs/watermill/pubsub/gochannel"
-	"github.com/alicebob/miniredis/v2"
+	"github.com/nandi-go/nandi/examples/internal/demoredis"
 	"github.com/nandi-go/nandi/partition"
 	"github.com/nandi-go/nandi/watermillfilter"
 	"github.com/redis/go-redis/v9"
@@ -38,20 +38,11 @@ func main() {
 }
 
 func run(ctx context.Context, out io.Writer, redisURL string, n int) error {
-	ropts := &redis.Options{}
-	if redisURL == "" {
-		mr, err := miniredis.Run()
-		if err != nil {
-			return err
-		}
-		defer mr.Close()
-		ropts.Addr = mr.Addr()
-	} else {
-		var err error
-		if ropts, err = redis.ParseURL(redisURL); err != nil {
-			return err
-		}
+	ropts, stopRedis, err := demoredis.Options(redisURL)
+	if err != nil {
+		return err
 	}
+	defer stopRedis()
 	pubSub := gochannel.NewGoChannel(gochannel.Config{}, watermill.NopLogger{})
 	defer pubSub.Close()
 

@@ -25,8 +25,8 @@ import (
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/ThreeDotsLabs/watermill/message/router/middleware"
-	"github.com/alicebob/miniredis/v2"
 	"github.com/nandi-go/nandi/consumer"
+	"github.com/nandi-go/nandi/examples/internal/demoredis"
 	"github.com/nandi-go/nandi/partition"
 	"github.com/nandi-go/nandi/transport"
 	"github.com/nandi-go/nandi/transport/redisstream"
@@ -58,20 +58,11 @@ func main() {
 const poisonedOrder = 13
 
 func run(ctx context.Context, out io.Writer, redisURL string, orders int) error {
-	ropts := &redis.Options{}
-	if redisURL == "" {
-		mr, err := miniredis.Run()
-		if err != nil {
-			return err
-		}
-		defer mr.Close()
-		ropts.Addr = mr.Addr()
-	} else {
-		var err error
-		if ropts, err = redis.ParseURL(redisURL); err != nil {
-			return err
-		}
+	ropts, stopRedis, err := demoredis.Options(redisURL)
+	if err != nil {
+		return err
 	}
+	defer stopRedis()
 	client := redis.NewClient(ropts)
 	defer client.Close()
 	source := func(topic string) (*redisstream.Source, error) {

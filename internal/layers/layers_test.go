@@ -24,7 +24,7 @@ var rank = map[string]int{
 	"tracing":  4, "metrics": 4, "consumertest": 4, "deadletter": 4, "deadletter/jsdead": 5, "deadletter/kafkadead": 5, "health": 4, "watermillfilter": 4, "watermillpubsub": 4,
 	"metrics/watermillmetrics": 5,
 	"cmd/nandi":                6, "examples": 6, "examples/kafka-shared-topic": 6, "examples/mail-sender": 6,
-	"examples/nats-filter": 6, "examples/watermill-router": 6, "examples/watermill-filter": 6, "examples/dead-letters": 6, "examples/quickstart": 6,
+	"examples/nats-filter": 6, "examples/watermill-router": 6, "examples/watermill-filter": 6, "examples/dead-letters": 6, "examples/quickstart": 6, "examples/internal/demoredis": 1,
 	"integration": 6, "integration/chaos": 6, "integration/delivery": 6,
 	"internal/layers": 6,
 }
