@@ -12,7 +12,8 @@ STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 .PHONY: tidy test test-packages test-systems test-unit test-integration test-loaded chaos model bench lint fuzz
 
 # Watermill's own suite (watermillpubsub's pubsub_test.go, build tag
-# !race) runs in test-systems without -race, as the delivery scenarios:
+# !race) runs after test-packages' raced run, without -race, as the
+# delivery scenarios do (test-systems, beside it, is the longer of the two):
 # the package's raced test is subscriber_test.go. make test runs it at
 # Watermill's short size (ForceShort); make chaos at its full size, and
 # its TestReconnect (two restarts of each server) five times more.
@@ -35,6 +36,7 @@ test: tidy
 # The packages' own tests, with -race.
 test-packages:
 	$(GO) test -race -count=1 -timeout 15m $(NOT_INTEGRATION)
+	$(GO) test -count=1 -timeout 15m -run '^TestPubSubOver' ./watermillpubsub/
 
 # The simulation, the scenarios against real servers and the modules of
 # their own. make test runs this beside test-packages (a test here must
@@ -42,7 +44,7 @@ test-packages:
 # after both: its failovers are timed against bounds of a few seconds.
 test-systems:
 	$(GO) test -count=1 -timeout 15m -run TestSimulationAtScale ./partition/
-	$(GO) test -count=1 -p 1 -timeout 15m ./integration/ ./integration/delivery/ ./watermillpubsub/
+	$(GO) test -count=1 -p 1 -timeout 15m ./integration/ ./integration/delivery/
 	cd deploy && $(GO) vet ./... && $(GO) test -count=1 ./...
 	cd sink/pgsink && $(GO) vet ./... && $(GO) test -race -count=1 -skip '^TestSink' ./... && $(GO) test -count=1 -run '^TestSink' ./...
 	cd examples && $(GO) vet ./... && $(GO) test -race -count=1 ./...
