@@ -23,7 +23,8 @@ import (
 // token when there is one (guard), and passes a CSRF check: the request
 // comes from this server's own page (its Origin, or Sec-Fetch-Site
 // same-origin) and carries the session's CSRF token (X-Nandi-CSRF) equal
-// to the session cookie the page was given (/api/session). With
+// to the session cookie the page was given (/api/session); a script that
+// sends the token as Authorization: Bearer needs neither. With
 // -read-only there are no actions: the page shows none, and the server
 // refuses them (403).
 
@@ -68,15 +69,21 @@ func (s *webServer) action(h http.HandlerFunc) http.HandlerFunc {
 			http.Error(w, "nandi web: this server is read-only (-read-only): it takes no action", http.StatusForbidden)
 			return
 		}
-		if err := s.sameOrigin(r); err != nil {
-			http.Error(w, "nandi web: "+err.Error(), http.StatusForbidden)
-			return
-		}
-		c, err := r.Cookie(csrfCookie)
-		given := r.Header.Get(csrfHeader)
-		if err != nil || given == "" || !constantEqual(given, c.Value) {
-			http.Error(w, "nandi web: the request lacks this page's CSRF token (reload the page)", http.StatusForbidden)
-			return
+		// A script that sends the token in Authorization (guard checked it)
+		// is no cross-site request: a browser never adds that header by
+		// itself. A request that relies on the cookie must be the page's.
+		bearer := s.token != "" && s.match(strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer "))
+		if !bearer {
+			if err := s.sameOrigin(r); err != nil {
+				http.Error(w, "nandi web: "+err.Error(), http.StatusForbidden)
+				return
+			}
+			c, err := r.Cookie(csrfCookie)
+			given := r.Header.Get(csrfHeader)
+			if err != nil || given == "" || !constantEqual(given, c.Value) {
+				http.Error(w, "nandi web: the request lacks this page's CSRF token (reload the page)", http.StatusForbidden)
+				return
+			}
 		}
 		ctx, cancel := context.WithTimeout(r.Context(), actionTimeout)
 		defer cancel()

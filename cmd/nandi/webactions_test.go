@@ -219,3 +219,44 @@ func TestWebActionsInABrowser(t *testing.T) {
 func writeDeadLetter(c redis.Cmdable, group string) error {
 	return deadletter.RedisStream(c, deadletter.Stream(group), deadletter.Options{})(context.Background(), &transport.Message{Key: "9", Payload: []byte("x")}, errors.New("550"))
 }
+
+// With a token, a script that sends it as a bearer token acts without the
+// page's CSRF token (a browser never adds that header by itself); one that
+// has only the token's cookie must be the page.
+func TestWebActionsWithABearerToken(t *testing.T) {
+	srv := redistest.Start(t)
+	c := srv.Client()
+	bg := context.Background()
+	if err := writeDeadLetter(c, "g"); err != nil { // a group to act on
+		t.Fatal(err)
+	}
+	ws := newWebServer(c, "", "s3cret")
+	web := httptest.NewServer(ws.handler())
+	defer web.Close()
+	defer ws.Close()
+	post := func(path string, set func(*http.Request)) int {
+		req, _ := http.NewRequest("POST", web.URL+path, strings.NewReader(`{"reason":"maintenance"}`))
+		set(req)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		return res.StatusCode
+	}
+	if code := post("/api/g/g/pause", func(r *http.Request) { r.AddCookie(&http.Cookie{Name: "nandi_token", Value: "s3cret"}) }); code != http.StatusForbidden {
+		t.Errorf("the token's cookie alone, no CSRF token: status %d; want 403", code)
+	}
+	if _, paused, _ := consumer.ReadPause(bg, c, "g"); paused {
+		t.Fatal("a request with the cookie alone paused the group")
+	}
+	if code := post("/api/g/g/pause", func(r *http.Request) { r.Header.Set("Authorization", "Bearer s3cret") }); code != http.StatusOK {
+		t.Errorf("a bearer token: status %d; want 200", code)
+	}
+	if st, paused, _ := consumer.ReadPause(bg, c, "g"); !paused || st.Reason != "maintenance" {
+		t.Errorf("after a bearer token's pause: paused %v (%+v); want paused for maintenance", paused, st)
+	}
+	if code := post("/api/g/g/resume", func(r *http.Request) { r.Header.Set("Authorization", "Bearer wrong") }); code != http.StatusUnauthorized {
+		t.Errorf("a wrong bearer token: status %d; want 401", code)
+	}
+}
