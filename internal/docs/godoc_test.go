@@ -166,10 +166,14 @@ func checkFields(t *testing.T, fset *token.FileSet, rel string, ty *doc.Type) {
 	}
 }
 
-// Every transport has a runnable Example (the README says so): a func
-// Example... with an Output comment, so that go test runs it. The other
-// public packages without one are listed in the log.
-func TestEveryTransportHasARunnableExample(t *testing.T) {
+// Every public package has a runnable Example (the README says so of the
+// transports): a func Example... with an Output comment, so that go test
+// runs it. Two are excepted, for the reason given.
+func TestEveryPackageHasARunnableExample(t *testing.T) {
+	excepted := map[string]string{
+		"sink/pgsink":             "its Example needs a PostgreSQL, which an Example cannot start (it is compiled only; the package's tests start servers of their own)",
+		"transport/transporttest": "a conformance suite, run by every transport's tests",
+	}
 	var missing []string
 	n := 0
 	_ = filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
@@ -216,9 +220,10 @@ func TestEveryTransportHasARunnableExample(t *testing.T) {
 		t.Fatalf("%d packages found; want the repository's", n)
 	}
 	for _, m := range missing {
-		if strings.HasPrefix(m, "transport/") && m != "transport/transporttest" {
-			t.Errorf("transport %s has no runnable Example (func Example with an // Output: comment)", m)
+		if why, ok := excepted[m]; ok {
+			t.Logf("%s has no runnable Example: %s", m, why)
+			continue
 		}
+		t.Errorf("package %s has no runnable Example (func Example with an // Output: comment)", m)
 	}
-	t.Logf("public packages without a runnable Example yet: %s", strings.Join(missing, ", "))
 }
