@@ -59,12 +59,15 @@ func newGroup(t *testing.T, src func() transport.Source, opts consumer.Options, 
 }
 
 // record wraps a handler: a nil return is a finished task, recorded with
-// the lease as the worker saw it.
+// the lease as the worker saw it when the call began (what the consumer
+// guarantees: a call begins only under the lease that owns its task; on a
+// stalled machine the lease can run out while a call runs, and its
+// context ends then).
 func (g *group) record(w int, l *partition.Lease, h consumer.Handler) consumer.Handler {
 	return func(ctx context.Context, m *transport.Message) error {
+		a, ok := l.Current()
 		err := h(ctx, m)
 		if err == nil {
-			a, ok := l.Current()
 			seq, _ := strconv.Atoi(strings.TrimPrefix(string(m.Payload), m.Key+"/"))
 			g.mu.Lock()
 			g.done = append(g.done, done{worker: w, key: m.Key, seq: seq, at: time.Now(), held: a, holding: ok})
