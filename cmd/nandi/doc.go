@@ -1,11 +1,12 @@
 // Command nandi inspects and operates a running group, and plans a new
 // one.
 //
+//	nandi groups -redis redis://localhost:6379 [-json]
 //	nandi status -redis redis://localhost:6379 -group mail-sender [-json]
 //	nandi watch  -redis redis://localhost:6379 -group mail-sender
-//	nandi web    -redis redis://localhost:6379 [-addr 127.0.0.1:8080] [-group NAME] [-tls-cert F -tls-key F | -tls-proxy]
+//	nandi web    -redis redis://localhost:6379 [-addr 127.0.0.1:8080] [-group NAME] [-read-only] [-tls-cert F -tls-key F | -tls-proxy]
 //	nandi plan   -interval 5s -gap 0.125 -rtt 2ms -jitter 1ms -workers 200 [-redis URL]
-//	nandi pause|resume, nandi dead list|replay, nandi checkpoint reset, nandi version
+//	nandi pause|resume, nandi dead list|show|replay, nandi checkpoint reset [-dry-run], nandi version
 //
 // nandi help lists every command; nandi help COMMAND (or nandi COMMAND -h)
 // shows its flags. The conventions are those of every Unix tool: help
@@ -22,19 +23,28 @@
 // known of says so in one line (exit 1); a stopped group (no lease state)
 // still shows its checkpoints, workers' last records and dead letters.
 //
-// status prints the group's settings, the counts of the intervals its hash
-// keeps, the store generation, the workers (their presence records: what
-// each holds since when, counts, lag, oldest task, last error), and the
-// checkpoint epochs with each index's positions. watch prints one line per
-// interval, marking rebalances with who joined or left.
+// groups lists every group on a Redis (by its keys) with its workers,
+// replicas, largest lag, pause and dead letters. status prints the group's
+// settings, the counts of the intervals its hash keeps, the store
+// generation, the workers (their presence records: what each holds since
+// when, counts, lag, oldest task, last error), the checkpoint epochs with
+// each index's positions, and the lag per shard in entries and age. watch
+// prints one line per interval, marking rebalances with who joined or
+// left. dead list, show and replay handle the group's dead letters (replay
+// puts each back where it came from, or on -to's streams, which must
+// exist unless -create).
 //
 // web serves a page per group that updates live over server-sent events:
 // the registrations of the last intervals with rebalances, stand-downs and
 // store generation changes marked; the mapping, one row per index with its
 // worker, lag and oldest task; the checkpoint epochs; the settings and the
-// plan's verdict. It only reads (one poller per group, a quarter interval
-// apart, however many pages watch), the page is embedded in the binary, and
-// everything a worker wrote is shown as text. It listens on 127.0.0.1 by
+// plan's verdict; handled and failed per minute; the dead letters. It acts
+// too, unless -read-only: pause and resume the group, show, replay or
+// delete a dead letter, each a POST behind the token (when set) and a CSRF
+// check (the page's own origin and its session's token; a script sending
+// the token as a bearer token needs no CSRF token). It polls each group
+// once per quarter interval however many pages watch, the page is
+// embedded in the binary, and everything a worker wrote is shown as text. It listens on 127.0.0.1 by
 // default and, without a token, answers only requests addressed to
 // localhost, a loopback address or its listen address (421 otherwise: no
 // DNS rebinding). It refuses to listen beyond localhost without
