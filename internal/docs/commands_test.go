@@ -230,7 +230,7 @@ func TestNamedTestsExist(t *testing.T) {
 		}
 		return nil
 	})
-	named := regexp.MustCompile("\\b((?:Test|Benchmark)[A-Z]\\w+)")
+	named := regexp.MustCompile(`\b((?:Test|Benchmark)[A-Z]\w+)`)
 	n := 0
 	for _, pg := range pages(t) {
 		text := read(t, pg)
