@@ -50,7 +50,10 @@ func NewPublisher(config PublisherConfig, logger watermill.LoggerAdapter) (*Publ
 
 // Publish writes messages to topic, in order, each with its key, payload,
 // UUID and metadata. It returns at the first error (the messages before it
-// are written).
+// are written). Metadata named as the field or header the transport keeps
+// the key in ("id" for Redis Streams and NATS, "payload" too for Redis) is
+// refused with an error saying so (transport.ErrInvalidTask): it would be
+// read as the key.
 func (p *Publisher) Publish(topic string, messages ...*message.Message) error {
 	pub, err := p.producer(topic)
 	if err != nil {
