@@ -28,7 +28,8 @@ type GroupSummary struct {
 }
 
 // groupSuffixes are the keys (after "{group}:") that show a group exists:
-// its lease, its checkpoint ledger, its dead letters, its pause.
+// its lease, its checkpoint ledger, its dead letters, its pause, its
+// workers' presence.
 var groupSuffixes = []string{"lease", "ledger", "dead", "paused", "presence"}
 
 // findGroups scans every master for the keys of groups and returns their
