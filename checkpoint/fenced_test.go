@@ -3,6 +3,7 @@ package checkpoint
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/nandi-go/nandi/internal/redistest"
@@ -161,5 +162,19 @@ func TestReadyCountsTheHeldIndexesReadyToHandOver(t *testing.T) {
 	want("index 1's new holder ready", r, h, err, 2, 2)
 	if _, _, err := l.Ready(ctx, ReadyRequest{Epoch: 1, Token: 20, Index: 0, Replicas: 2}); !errors.Is(err, ErrMoved) {
 		t.Fatalf("ready in an epoch that is not current = %v; want ErrMoved", err)
+	}
+
+	// A count it would add to that is not an integer: refused before any
+	// write (a failing script keeps what it wrote), the index not marked.
+	c, marks := srv.Client(), Key("ready")+":marks"
+	for _, bad := range []string{"x", "1.5"} {
+		c.HDel(ctx, marks, "2:rdy:2")
+		c.HSet(ctx, Key("ready"), "2:ready", bad)
+		if _, _, err := ready(2, 30); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "2:ready") {
+			t.Fatalf("ready with the count %q = %v; want ErrCorrupt naming 2:ready", bad, err)
+		}
+		if v := c.HGet(ctx, marks, "2:rdy:2").Val(); v != "" {
+			t.Errorf("the refused ready (count %q) marked index 2 (%q): a failed script must write nothing", bad, v)
+		}
 	}
 }

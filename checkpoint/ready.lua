@@ -11,12 +11,18 @@
 -- Replies {"ok", ready, held}: the epoch's indexes held (opened and not
 -- released) and how many of them are ready; {"moved"} when the epoch is
 -- not current or of other replicas; {"fenced"} when a newer holder of k
--- opened it or the writer is not its newest opener. Idempotent: a holder
--- polls with it.
+-- opened it or the writer is not its newest opener; {"corrupt", 0,
+-- "field = value"} when a count it would add to is not an integer (checked
+-- before any write: a script that fails keeps what it wrote). Idempotent:
+-- a holder polls with it.
 local e, tok, k, r = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
 if get('cur') ~= e or get(e .. ':r') ~= r then return {'moved'} end
 local o = tonumber(redis.call('HGET', marksKey, e .. ':o:' .. k))
 if not o or o ~= tok then return {'fenced'} end
+for _, f in ipairs({e .. ':ready', e .. ':held'}) do
+  local v = get(f)
+  if v and not (tonumber(v) and math.floor(tonumber(v)) == tonumber(v)) then return corrupt(f) end
+end
 local rel = tonumber(redis.call('HGET', marksKey, e .. ':rel:' .. k)) or 0
 local rdy = tonumber(redis.call('HGET', marksKey, e .. ':rdy:' .. k)) or 0
 if rel < tok and rdy < tok then

@@ -384,6 +384,9 @@ func (l *Redis) Ready(ctx context.Context, req ReadyRequest) (ready, held int, e
 		return int(r), int(h), nil
 	case "moved":
 		return 0, 0, fmt.Errorf("%w: epoch %d", ErrMoved, req.Epoch)
+	case "corrupt":
+		why, _ := res[2].(string)
+		return 0, 0, corruptReply(why)
 	default:
 		return 0, 0, fmt.Errorf("%w: index %d of epoch %d", ErrFenced, req.Index, req.Epoch)
 	}
