@@ -38,7 +38,7 @@ type scaleRun struct {
 
 // scriptNames names the ledger's scripts by their SHA1, for SLOWLOG.
 var scriptNames = map[string]string{openScript.Hash(): "open", writeScript.Hash(): "write", realignScript.Hash(): "realign",
-	headScript.Hash(): "head", marksScript.Hash(): "marks"}
+	headScript.Hash(): "head", marksScript.Hash(): "marks", readyScript.Hash(): "ready"}
 
 // phase opens the ledger for every index of r (a mapping change when r
 // differs from the last), 8 workers at a time; each prepares 8 of its
@@ -111,6 +111,13 @@ func (sr *scaleRun) worker(ctx context.Context, r, k int, base uint64, origin []
 		sr.t.Errorf("write %d of %d: %v", k, r, err)
 	}
 	sr.count("write", before)
+	// The fenced handoff's ready (O(1): it reads a few fields and adds
+	// one), at every size, so that SLOWLOG would show it too.
+	before = sr.commands()
+	if _, _, err := sr.l.Ready(ctx, ReadyRequest{Epoch: st.Current.N, Token: sr.token, Index: k, Replicas: r}); err != nil {
+		sr.t.Errorf("ready %d of %d: %v", k, r, err)
+	}
+	sr.count("ready", before)
 }
 
 // commands is Redis's count of commands run so far (those a script runs
