@@ -125,23 +125,18 @@ func shardMove(ctx context.Context, c redis.UniversalClient, r *checkpoint.Reset
 	case from.Hi == 0 && until.Hi == 0: // offsets
 		return fmt.Sprintf("shard %d: would %s %d entries (from %v to %v)", s, verb, until.Lo-from.Lo, from, until)
 	case s < len(names) && names[s] != "":
-		n, err := countBetween.Run(ctx, c, []string{names[s]}, redisID(from), redisID(until), lagCountCap).Int64()
+		n, atLeast, err := countEntries(ctx, c, names[s], redisID(from), "("+redisID(until))
 		if err != nil {
 			return fmt.Sprintf("shard %d: would %s from %v to %v (entries of %s not counted: %v)", s, verb, from, until, names[s], oneLine(err.Error()))
 		}
 		at := ""
-		if n >= lagCountCap {
+		if atLeast {
 			at = "at least "
 		}
 		return fmt.Sprintf("shard %d: would %s %s%d entries of %s (from %v to %v)", s, verb, at, n, names[s], from, until)
 	}
 	return fmt.Sprintf("shard %d: would %s from %v to %v (give -streams to count its entries)", s, verb, from, until)
 }
-
-// countBetween counts a stream's entries from an ID up to another,
-// excluded (at most ARGV[3]).
-var countBetween = redis.NewScript(`
-return #redis.call('XRANGE', KEYS[1], ARGV[1], '(' .. ARGV[2], 'COUNT', tonumber(ARGV[3]))`)
 
 // resetTarget reads -to.
 func resetTarget(ctx context.Context, c redis.UniversalClient, to, streams string) ([]transport.Position, error) {
