@@ -33,10 +33,6 @@ type Reset struct {
 	Running string
 }
 
-// Low is where shard s of the replaced epoch is done below: its lowest
-// index's mark.
-func (r *Reset) Low(s int) transport.Position { return r.From.Low(s) }
-
 // Moves describes, per shard and index, what the reset skips or redoes:
 // tasks at or after To and before the index's mark are done again;
 // tasks from the mark up to To are skipped, finished or not.

@@ -113,7 +113,7 @@ func sourcesOf(ctx context.Context, c redis.UniversalClient, group string) []str
 // their difference; a Redis stream's entries are counted in Redis (names
 // gives the streams, in shard order; up to lagCountCap).
 func shardMove(ctx context.Context, c redis.UniversalClient, r *checkpoint.Reset, s int, names []string) string {
-	low, to := r.Low(s), r.To[s]
+	low, to := r.From.Low(s), r.To[s]
 	verb, from, until := "skip", low, to
 	if to.Less(low) {
 		verb, from, until = "redo", to, low

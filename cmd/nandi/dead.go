@@ -261,13 +261,23 @@ func deadReplay(ctx context.Context, args []string, out, errOut io.Writer) int {
 	if missing := missingStreams(ctx, c, slices.Sorted(maps.Keys(sources))); len(missing) > 0 {
 		return fs.failed(fmt.Errorf("the letters' source stream %s is gone: give -to (with -create to make it); no letter was replayed", strings.Join(missing, ", ")))
 	}
+	n, err := deadletter.ReplayEach(ctx, c, *fs.stream, ls, toSource(c))
+	fmt.Fprintf(out, "replayed %d of %d dead letters from %s to %s\n", n, len(ls), *fs.stream, strings.Join(slices.Sorted(maps.Keys(sources)), ","))
+	if err != nil {
+		return fs.failed(err)
+	}
+	return exitOK
+}
+
+// toSource routes each letter back to the Redis stream it came from
+// (deadletter.ReplayEach): a producer of that stream writes the key's task
+// there, whatever shard of the group it is. One producer per stream.
+func toSource(c redis.UniversalClient) func(deadletter.Letter) (transport.Publisher, error) {
 	producers := map[string]transport.Publisher{}
-	n, err := deadletter.ReplayEach(ctx, c, *fs.stream, ls, func(l deadletter.Letter) (transport.Publisher, error) {
+	return func(l deadletter.Letter) (transport.Publisher, error) {
 		if p, ok := producers[l.Source]; ok {
 			return p, nil
 		}
-		// The letter's own stream: a producer there writes the key's task
-		// to that stream, whatever shard of the group it is.
 		src, err := redisstream.New(c, l.Source, redisstream.Options{})
 		if err != nil {
 			return nil, err
@@ -275,12 +285,7 @@ func deadReplay(ctx context.Context, args []string, out, errOut io.Writer) int {
 		p, err := src.Producer(redisstream.ProducerOptions{})
 		producers[l.Source] = p
 		return p, err
-	})
-	fmt.Fprintf(out, "replayed %d of %d dead letters from %s to %s\n", n, len(ls), *fs.stream, strings.Join(slices.Sorted(maps.Keys(sources)), ","))
-	if err != nil {
-		return fs.failed(err)
 	}
-	return exitOK
 }
 
 // missingStreams returns those of streams that do not exist on c.

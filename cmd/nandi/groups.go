@@ -32,9 +32,10 @@ type GroupSummary struct {
 // workers' presence.
 var groupSuffixes = []string{"lease", "ledger", "dead", "paused", "presence"}
 
-// findGroups scans every master for the keys of groups and returns their
+// findGroups scans every master for the keys of groups (those of
+// suffixes: groupSuffixes for every trace of a group) and returns their
 // names, sorted.
-func findGroups(ctx context.Context, c redis.UniversalClient) ([]string, error) {
+func findGroups(ctx context.Context, c redis.UniversalClient, suffixes []string) ([]string, error) {
 	seen := map[string]bool{}
 	scan := func(ctx context.Context, node redis.Cmdable) error {
 		iter := node.Scan(ctx, 0, "{*}:*", 1000).Iterator()
@@ -44,7 +45,7 @@ func findGroups(ctx context.Context, c redis.UniversalClient) ([]string, error) 
 			if !strings.HasPrefix(key, "{") || end < 0 {
 				continue
 			}
-			if name, suffix := key[1:end], key[end+2:]; slices.Contains(groupSuffixes, suffix) && partition.KeyPrefix(name) == key[:end+2] {
+			if name, suffix := key[1:end], key[end+2:]; slices.Contains(suffixes, suffix) && partition.KeyPrefix(name) == key[:end+2] {
 				seen[name] = true
 			}
 		}
@@ -84,7 +85,7 @@ func cmdGroups(ctx context.Context, args []string, out, errOut io.Writer) int {
 		return code
 	}
 	defer c.Close()
-	names, err := findGroups(ctx, c)
+	names, err := findGroups(ctx, c, groupSuffixes)
 	if err != nil {
 		return fs.failed(err)
 	}

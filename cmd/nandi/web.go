@@ -14,7 +14,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -241,41 +240,14 @@ func (s *webServer) match(given string) bool {
 
 func subtleEqual(a, b string) bool { return subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1 }
 
-// groups lists the groups whose lease key exists (SCAN, on every master
-// of a Cluster).
+// groups lists the groups whose lease key exists (the page of a group
+// without one answers 404: nothing to watch).
 func (s *webServer) groups(w http.ResponseWriter, r *http.Request) {
-	var mu sync.Mutex
-	found := map[string]bool{}
-	scan := func(ctx context.Context, c *redis.Client) error {
-		iter := c.Scan(ctx, 0, "{*}:lease", 1000).Iterator()
-		for iter.Next(ctx) {
-			k := iter.Val()
-			if name, ok := strings.CutSuffix(strings.TrimPrefix(k, "{"), "}:lease"); ok {
-				mu.Lock()
-				found[name] = true
-				mu.Unlock()
-			}
-		}
-		return iter.Err()
-	}
-	var err error
-	switch c := s.c.(type) {
-	case *redis.ClusterClient:
-		err = c.ForEachMaster(r.Context(), scan)
-	case *redis.Client:
-		err = scan(r.Context(), c)
-	default:
-		err = errors.New("listing groups needs a server or a Cluster client")
-	}
+	names, err := findGroups(r.Context(), s.c, []string{"lease"})
 	if err != nil {
-		http.Error(w, "nandi web: listing groups: "+err.Error(), http.StatusBadGateway)
+		http.Error(w, "nandi web: "+err.Error(), http.StatusBadGateway)
 		return
 	}
-	names := make([]string, 0, len(found))
-	for n := range found {
-		names = append(names, n)
-	}
-	sort.Strings(names)
 	writeJSON(w, names)
 }
 

@@ -14,8 +14,6 @@ import (
 
 	"github.com/nandi-go/nandi/consumer"
 	"github.com/nandi-go/nandi/deadletter"
-	"github.com/nandi-go/nandi/transport"
-	"github.com/nandi-go/nandi/transport/redisstream"
 )
 
 // The page's actions: pause and resume the group, read, replay or delete
@@ -80,7 +78,7 @@ func (s *webServer) action(h http.HandlerFunc) http.HandlerFunc {
 			}
 			c, err := r.Cookie(csrfCookie)
 			given := r.Header.Get(csrfHeader)
-			if err != nil || given == "" || !constantEqual(given, c.Value) {
+			if err != nil || given == "" || !subtleEqual(given, c.Value) {
 				http.Error(w, "nandi web: the request lacks this page's CSRF token (reload the page)", http.StatusForbidden)
 				return
 			}
@@ -106,10 +104,6 @@ func (s *webServer) sameOrigin(r *http.Request) error {
 		return nil
 	}
 	return errors.New("a request that does not say it comes from this page (no Origin, no Sec-Fetch-Site)")
-}
-
-func constantEqual(a, b string) bool {
-	return len(a) == len(b) && subtleEqual(a, b)
 }
 
 // pause pauses the group (consumer.Pause) with the reason given.
@@ -187,17 +181,11 @@ func (s *webServer) replayLetter(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, fmt.Sprintf("nandi web: letter %s came from %q %q, not a Redis stream it names: replay it with nandi dead replay -to, or deadletter.ReplayEach", l.ID, l.System, l.Source), http.StatusConflict)
 		return
 	}
-	if n, err := s.c.Exists(r.Context(), l.Source).Result(); err != nil || n == 0 {
+	if len(missingStreams(r.Context(), s.c, []string{l.Source})) > 0 {
 		http.Error(w, fmt.Sprintf("nandi web: the letter's stream %s is gone: replay it with nandi dead replay -to ... -create", l.Source), http.StatusConflict)
 		return
 	}
-	_, err := deadletter.ReplayEach(r.Context(), s.c, deadletter.Stream(r.PathValue("group")), []deadletter.Letter{l}, func(l deadletter.Letter) (transport.Publisher, error) {
-		src, err := redisstream.New(s.c, l.Source, redisstream.Options{})
-		if err != nil {
-			return nil, err
-		}
-		return src.Producer(redisstream.ProducerOptions{})
-	})
+	_, err := deadletter.ReplayEach(r.Context(), s.c, deadletter.Stream(r.PathValue("group")), []deadletter.Letter{l}, toSource(s.c))
 	if err != nil {
 		http.Error(w, "nandi web: "+err.Error(), http.StatusBadGateway)
 		return
