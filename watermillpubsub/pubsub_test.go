@@ -11,7 +11,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -80,7 +79,7 @@ func pubSub(t *testing.T, client redis.UniversalClient, consumerGroup string, so
 		t.Fatal(err)
 	}
 	if strings.Contains(t.Name(), "TestReconnect") {
-		return settled{pub}, settled{sub}
+		return settled{pub: pub}, settled{sub: sub}
 	}
 	return pub, sub
 }
@@ -97,10 +96,13 @@ var published sync.Map // string -> time.Time
 // "extra" message. settled hands each message out once its Publish has
 // returned and a moment has passed; every message still arrives, in the
 // order it came, and is acknowledged by the test as before.
-type settled struct{ inner any }
+type settled struct {
+	pub message.Publisher  // the Publisher's side, or
+	sub message.Subscriber // the Subscriber's
+}
 
 func (s settled) Publish(topic string, messages ...*message.Message) error {
-	err := s.inner.(message.Publisher).Publish(topic, messages...)
+	err := s.pub.Publish(topic, messages...)
 	if err == nil {
 		for _, msg := range messages {
 			published.Store(msg.UUID, time.Now())
@@ -110,7 +112,7 @@ func (s settled) Publish(topic string, messages ...*message.Message) error {
 }
 
 func (s settled) Subscribe(ctx context.Context, topic string) (<-chan *message.Message, error) {
-	in, err := s.inner.(message.Subscriber).Subscribe(ctx, topic)
+	in, err := s.sub.Subscribe(ctx, topic)
 	if err != nil {
 		return nil, err
 	}
@@ -131,7 +133,12 @@ func (s settled) Subscribe(ctx context.Context, topic string) (<-chan *message.M
 	return out, nil
 }
 
-func (s settled) Close() error { return s.inner.(io.Closer).Close() }
+func (s settled) Close() error {
+	if s.pub != nil {
+		return s.pub.Close()
+	}
+	return s.sub.Close()
+}
 
 // restartEnv names, in a child process of the test binary, where to ask
 // the test that started it to restart its redis-server: Watermill's

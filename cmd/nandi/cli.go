@@ -102,16 +102,26 @@ func newFlags(name string, out, errOut io.Writer) *flags {
 // parse parses args. ok is false when the command must return code at
 // once: exitOK after help (on stdout), exitUsage after an unknown flag, a
 // bad value or an argument left over (said on stderr, with the synopsis).
-func (f *flags) parse(args []string) (code int, ok bool) {
+func (f *flags) parse(args []string) (code int, ok bool) { return f.parseArgs(args, "") }
+
+// parseArgs is parse for a command that takes one argument after its
+// flags, named what ("" for none): missing or extra, it is a usage error.
+func (f *flags) parseArgs(args []string, what string) (code int, ok bool) {
 	err := f.Parse(args)
+	want := 0
+	if what != "" {
+		want = 1
+	}
 	switch {
 	case errors.Is(err, flag.ErrHelp):
 		f.help(f.out)
 		return exitOK, false
 	case err != nil: // flag printed what is wrong
 		return f.synopsis(), false
-	case f.NArg() > 0:
-		return f.usageError("unexpected argument %q (flags come before nothing else; nandi help %s)", f.Arg(0), f.cmd.name), false
+	case f.NArg() > want:
+		return f.usageError("unexpected argument %q (flags come before nothing else; nandi help %s)", f.Arg(want), f.cmd.name), false
+	case f.NArg() < want:
+		return f.usageError("give %s, after the flags", what), false
 	}
 	return exitOK, true
 }

@@ -334,3 +334,13 @@ func TestSynopsesShowTheDefaults(t *testing.T) {
 		t.Fatalf("%d synopsis defaults checked; want nandi plan's at least", n)
 	}
 }
+
+// dead show takes exactly one argument after its flags.
+func TestDeadShowWantsOneID(t *testing.T) {
+	for _, args := range [][]string{{"-group", "g"}, {"-group", "g", "1-0", "2-0"}} {
+		code, _, errOut := nandi(t, context.Background(), append([]string{"dead", "show", "-redis", "redis://127.0.0.1:1"}, args...)...)
+		if code != exitUsage || !strings.Contains(errOut, "usage: nandi dead show") {
+			t.Errorf("dead show %v: exit %d, %q; want a usage error", args, code, errOut)
+		}
+	}
+}

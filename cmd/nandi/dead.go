@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"encoding/hex"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"maps"
@@ -128,15 +126,8 @@ func payloadShort(p []byte, n int) string {
 func deadShow(ctx context.Context, args []string, out, errOut io.Writer) int {
 	fs := newDeadFlags("show", out, errOut)
 	asJSON := fs.Bool("json", false, "print JSON (the payload as base64, as dead list -json)")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fs.help(out)
-			return exitOK
-		}
-		return fs.synopsis()
-	}
-	if fs.NArg() != 1 {
-		return fs.usageError("give one letter's ID (nandi dead list shows them), after the flags")
+	if code, ok := fs.parseArgs(args, "one letter's ID (nandi dead list shows them)"); !ok {
+		return code
 	}
 	id := fs.Arg(0)
 	c, code := fs.connect(ctx)

@@ -136,8 +136,6 @@ func TestFleetReportsWorkersThatExitOnTheirOwn(t *testing.T) {
 		t.Fatalf("exits %q, %d running; want the one exit reported", exits, f.running())
 	}
 	g := newFleet("/bin/sleep", nil)
-	g.env = nil
-	g.self = "/bin/sleep"
 	if err := g.startArgs("30"); err != nil {
 		t.Fatal(err)
 	}
