@@ -116,7 +116,12 @@ func (c *Consumer) record(l Lag, lagErr error) *presence.Record {
 	for _, d := range st.Oldest {
 		r.Oldest = append(r.Oldest, d.Seconds())
 	}
-	r.System, r.Sources = l.System, l.Sources
+	r.System = l.System
+	if r.Held && r.Index == 0 {
+		// One copy per group: a sharded source names a stream per shard,
+		// and every worker writing them all would multiply the records.
+		r.Sources = l.Sources
+	}
 	if lagErr == nil && l.Held != nil {
 		for _, x := range l.Held {
 			m, sec := int64(-1), -1.0

@@ -64,7 +64,8 @@ type Record struct {
 	Oldest      []float64 `json:"oldest_seconds,omitempty"`
 	// System and Sources name the log the worker reads: its system
 	// ("redis", "kafka", "nats") and its streams, topic or subjects (one
-	// per shard, or one for all: transport.Info.Destinations).
+	// per shard, or one for all: transport.Info.Destinations). Sources is
+	// in the record of index 0's holder only: one copy per group.
 	System  string   `json:"system,omitempty"`
 	Sources []string `json:"sources,omitempty"`
 

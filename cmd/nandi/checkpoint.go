@@ -101,7 +101,7 @@ func sourcesOf(ctx context.Context, c redis.UniversalClient, group string) []str
 		return nil
 	}
 	for _, w := range ws {
-		if w.System == "redis" {
+		if w.System == "redis" && len(w.Sources) > 0 { // index 0's holder's record
 			return w.Sources
 		}
 	}

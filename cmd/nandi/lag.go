@@ -80,10 +80,12 @@ func readLag(ctx context.Context, c redis.UniversalClient, st *checkpoint.State,
 	}
 	var system string
 	var sources []string
-	for _, w := range workers {
-		if w.System != "" {
-			system, sources = w.System, w.Sources
-			break
+	for _, w := range workers { // Sources: in index 0's holder's record
+		if system == "" {
+			system = w.System
+		}
+		if sources == nil {
+			sources = w.Sources
 		}
 	}
 	if system == "" {
