@@ -167,6 +167,12 @@ func (tr *term) filter(ms []*transport.Message) (offers []offer, n int, ok bool)
 		if userID && tr.r.w0.detached() {
 			return nil, 0, tr.detachedReturn()
 		}
+		if err != nil && tr.info.Aligned {
+			// No id to place it by: it belongs to the index that reads its
+			// shard (shard s is read by index s % Replicas, whatever the
+			// epoch), so that exactly one worker reports it.
+			id = uint64(m.Shard)
+		}
 		if cur != nil && err == nil {
 			if placed, _ := cur.Placed(m.Shard, m.Position, id); !placed {
 				n = i

@@ -37,8 +37,10 @@ type Options struct {
 
 	// ID returns a message's task id. Default: ID(m.Key). An error (or a
 	// panic) makes the message a permanent failure (see ErrPermanent): it
-	// goes to DeadLetter, or is skipped, never to the handler, and its
-	// owner is then ID(m.Key).
+	// goes to DeadLetter, never to the handler, and its owner is then
+	// ID(m.Key), or on an aligned source (transport.Info.Aligned) the
+	// index that reads its shard, m.Shard % Replicas: there is no id to
+	// place it by.
 	ID func(m *transport.Message) (uint64, error)
 
 	// RetryMin and RetryMax bound the backoff between attempts of a failed

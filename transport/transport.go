@@ -229,9 +229,11 @@ func Invalid(format string, args ...any) error {
 }
 
 // FallbackKey is the key of a message that has no task id (its id field,
-// header or key is missing): the message's place in its source, so such
-// messages spread over the group, and the owner reports it with the
-// message's Err. Every transport uses it.
+// header or key is missing): the message's place in its source, so that
+// such messages spread over the group, and the owner reports it with the
+// message's Err. On an aligned source (Info.Aligned) the consumer gives
+// such a message to the index that reads its shard instead, since no id
+// placed it there. Every transport uses it.
 func FallbackKey(place string) string { return "no-id:" + place }
 
 // Closing is the closed state of a Reader, for transports to embed: the

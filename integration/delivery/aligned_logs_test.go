@@ -30,7 +30,7 @@ type publisher = func(key string, payload []byte)
 // the test ends.
 
 func alignedFleet(t *testing.T, srv *redistest.Server, src func() transport.Source) *fleet {
-	return &fleet{t: t, srv: srv, opts: partition.Options{Name: groupName(t), Interval: 200 * time.Millisecond}, src: src}
+	return &fleet{t: t, srv: srv, opts: partition.Options{Name: groupName(t), Interval: 200 * time.Millisecond}, src: src, live: map[int]*member{}}
 }
 
 func alignedMemoryLog(t *testing.T, shards int) (*fleet, publisher) {

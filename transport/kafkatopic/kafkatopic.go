@@ -82,7 +82,8 @@ type Options struct {
 // the task id the group's filter uses (transport.TaskID), so that
 // partition p holds only ids with id % partitions == p: give it to
 // kafka-go's Writer (Writer.Balancer), and read the topic with
-// Options.Aligned. A message without a key goes to partition 0. Adding
+// Options.Aligned. A message without a key goes to the first partition
+// given (0), where its reader sends it to the failure policy. Adding
 // partitions later keeps what was written before aligned to the old
 // count: the consumer's checkpoints remember it, and read the new
 // partitions with every worker.
@@ -94,6 +95,9 @@ var _ kafka.Balancer = Balancer{}
 func (Balancer) Balance(msg kafka.Message, partitions ...int) int {
 	if len(partitions) == 0 {
 		return 0
+	}
+	if len(msg.Key) == 0 {
+		return partitions[0] // no task id to place it by
 	}
 	return partitions[transport.TaskID(string(msg.Key))%uint64(len(partitions))]
 }

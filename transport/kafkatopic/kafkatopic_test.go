@@ -262,3 +262,19 @@ func TestPartitionsAddedAreRead(t *testing.T) {
 		}
 	}
 }
+
+// Balancer places a key as its doc says: TaskID(key) % partitions, and a
+// message without a key in the first partition.
+func TestBalancerPlacesAsDocumented(t *testing.T) {
+	parts := []int{0, 1, 2, 3, 4}
+	for _, key := range []string{"0", "1", "7", "42", "order-9", "ünï"} {
+		if got, want := (kafkatopic.Balancer{}).Balance(kafka.Message{Key: []byte(key)}, parts...), int(transport.TaskID(key)%5); got != want {
+			t.Errorf("Balance(%q) = %d; want %d", key, got, want)
+		}
+	}
+	for _, key := range [][]byte{nil, {}} {
+		if got := (kafkatopic.Balancer{}).Balance(kafka.Message{Key: key}, parts...); got != 0 {
+			t.Errorf("Balance(key %#v) = %d; want 0, the first partition", key, got)
+		}
+	}
+}
