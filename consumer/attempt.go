@@ -97,9 +97,12 @@ func (tr *term) failed(w *worker, t *task, err error) (out outcome, attached boo
 		f.backoff = tr.sh.user.retryDelay(f.attempts, err)
 		return outRetry, true
 	}
-	if tr.sh.user.deadLetter == nil { // only a permanent failure gets here
-		tr.log.WarnContext(f.ctx, "task skipped: it cannot succeed and there is no DeadLetter",
-			"key", t.m.Key, "shard", t.shard, "position", t.pos.String(), "err", err)
+	if tr.sh.user.deadLetter == nil { // Discard, or a lease without a Redis for the default
+		msg := "task discarded (Options.DeadLetter is consumer.Discard)"
+		if !tr.sh.user.discard {
+			msg = "task skipped: there is no DeadLetter, and the lease has no Redis for the default dead-letter stream"
+		}
+		tr.log.WarnContext(f.ctx, msg, "key", t.m.Key, "shard", t.shard, "position", t.pos.String(), "attempts", f.attempts, "err", err)
 		return outSkipped, true
 	}
 	f.dead, f.backoff = true, 0
@@ -116,8 +119,9 @@ func (tr *term) deadLetter(w *worker, t *task) (out outcome, attached bool) {
 		return outLeave, true
 	}
 	if err != nil {
+		tr.sh.stats.deadLetterFailures.Add(1)
 		if tr.sh.deadLettering.fail() {
-			tr.log.WarnContext(t.f.ctx, "dead letters failing; retrying", "key", t.m.Key, "err", err)
+			tr.log.WarnContext(t.f.ctx, "dead letters failing; retrying, the task kept", "key", t.m.Key, "err", err)
 		}
 		t.f.dlTries++
 		t.f.backoff = backoff.Delay(t.f.dlTries, tr.sh.opts.RetryMin, tr.sh.opts.RetryMax)

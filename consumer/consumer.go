@@ -106,13 +106,11 @@ func New(lease *partition.Lease, src transport.Source, h Handler, opts Options) 
 	sh := &shared{src: src, opts: opts, log: opts.Logger.With("group", lease.Name()), interval: lease.Interval(), group: lease.Name(), ledger: opts.Checkpoints,
 		presenceNow: make(chan struct{}, 1)}
 	sh.handling = hist.New(opts.HandlerBuckets)
-	sh.wrap(h)
-	if sh.ledger == nil {
-		if cl := lease.Client(); cl != nil {
-			sh.ledger = checkpoint.NewRedis(cl, lease.Name())
-		}
-	}
 	sh.client = lease.Client()
+	if sh.ledger == nil && sh.client != nil {
+		sh.ledger = checkpoint.NewRedis(sh.client, lease.Name())
+	}
+	sh.wrap(h)
 	c := &Consumer{shared: sh, lease: lease, worker: opts.WorkerID}
 	if c.worker == "" {
 		c.worker = presence.NewWorkerID()

@@ -84,7 +84,6 @@ func TestNewRefusesBadOptions(t *testing.T) {
 		{consumer.Options{Concurrency: -1}, "Concurrency"},
 		{consumer.Options{DrainTimeout: 600 * time.Millisecond}, "DrainTimeout"},
 		{consumer.Options{DrainTimeout: -time.Second}, "DrainTimeout"},
-		{consumer.Options{MaxAttempts: 3}, "DeadLetter"},
 		{consumer.Options{MaxAttempts: -1}, "MaxAttempts"},
 		{consumer.Options{RetryMin: time.Second, RetryMax: time.Millisecond}, "RetryMax"},
 	} {

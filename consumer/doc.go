@@ -114,9 +114,11 @@
 // succeeds (DeadLetter itself is retried). A failure that cannot succeed
 // is not retried: an error marked with Permanent, a message the source
 // could not make a task of (transport.Message.Err) and an Options.ID error
-// go to DeadLetter at once when one is set, and are otherwise skipped,
-// logged at Warn with their shard and position, and counted
-// (Stats.Skipped). A task cut off by the lease is not a failure: it is left
+// go to DeadLetter at once. Nothing is skipped by default: with no
+// DeadLetter, letters go to the group's dead-letter stream on the lease's
+// Redis ({group}:dead, bounded: DefaultDeadLetterLimit), where nandi dead
+// list finds them; DeadLetter: Discard drops them, each logged at Warn
+// and counted (Stats.Skipped). A task cut off by the lease is not a failure: it is left
 // for the next holder.
 //
 // Failing tasks, fetches, opens and checkpoint writes are logged once per

@@ -57,7 +57,7 @@ func FuzzOptionsValidate(f *testing.F) {
 		}
 		switch {
 		case o.Concurrency < 1, o.DrainTimeout <= 0, o.DrainTimeout > interval/2, o.RetryMin < 0, o.RetryMax < o.RetryMin,
-			o.MaxAttempts < 0, o.MaxAttempts > 0 && o.DeadLetter == nil, o.CheckpointInterval <= 0, o.CheckpointEvery <= 0,
+			o.MaxAttempts < 0, o.CheckpointInterval <= 0, o.CheckpointEvery <= 0,
 			o.MaxPending < 1, o.ShutdownTimeout < 0, o.Logger == nil:
 			t.Fatalf("accepted %+v", o)
 		}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/nandi-go/nandi/consumer"
+	"github.com/nandi-go/nandi/deadletter"
 	"github.com/nandi-go/nandi/partition"
 	"github.com/nandi-go/nandi/transport"
 	"github.com/nandi-go/nandi/transport/memory"
@@ -351,8 +352,9 @@ func TestSourceOpenFailuresAreRetriedWhileHeld(t *testing.T) {
 }
 
 // A Redis stream entry without its id field cannot succeed: it is
-// dead-lettered at once (one failed attempt, whatever MaxAttempts), or with
-// no DeadLetter skipped and counted, and nothing else is held back.
+// dead-lettered at once (one failed attempt, whatever MaxAttempts), with
+// no DeadLetter into the group's dead-letter stream, where nandi dead list
+// finds it, once; and nothing else is held back.
 func TestUndecodableStreamEntryIsNotRetried(t *testing.T) {
 	for _, withDL := range []bool{true, false} {
 		t.Run(fmt.Sprintf("DeadLetter=%v", withDL), func(t *testing.T) {
@@ -405,6 +407,7 @@ func TestUndecodableStreamEntryIsNotRetried(t *testing.T) {
 				st := g.stats()
 				return st.DeadLetters+st.Skipped == 1
 			})
+			time.Sleep(100 * time.Millisecond) // a second letter, if any, would come now
 			st := g.stats()
 			for w := range 2 {
 				g.stop(w + 1)
@@ -417,8 +420,17 @@ func TestUndecodableStreamEntryIsNotRetried(t *testing.T) {
 				if len(dead) != 1 || !errors.Is(dead[0], consumer.ErrPermanent) || !strings.Contains(dead[0].Error(), `has no field "id"`) {
 					t.Errorf("dead letters %v; want one permanent error naming the missing field", dead)
 				}
-			} else if st.Skipped != 1 || st.DeadLetters != 0 {
-				t.Errorf("%d skipped, %d dead-lettered; want 1 skipped", st.Skipped, st.DeadLetters)
+			} else {
+				if st.Skipped != 0 || st.DeadLetters != 1 {
+					t.Errorf("%d skipped, %d dead-lettered; want 0 skipped, 1 in the group's dead-letter stream", st.Skipped, st.DeadLetters)
+				}
+				letters, err := deadletter.List(ctx, client, deadletter.Stream(g.name), "-", "+", 10)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(letters) != 1 || !strings.Contains(letters[0].Error, `has no field "id"`) || string(letters[0].Payload) != "no id here" || letters[0].Source != stream {
+					t.Errorf("the group's dead-letter stream holds %+v; want one letter: the entry without an id, its error naming the field, from %s", letters, stream)
+				}
 			}
 		})
 	}
@@ -448,10 +460,40 @@ func TestPermanentErrorSkipsTheRetries(t *testing.T) {
 	stop := run(t, c)
 	log.Append("7", nil)
 	log.Append("8", nil)
-	waitFor(t, "both tasks dealt with", func() bool { st := c.Stats(); return st.Handled == 1 && st.Skipped == 1 })
+	waitFor(t, "both tasks dealt with", func() bool { st := c.Stats(); return st.Handled == 1 && st.DeadLetters == 1 })
 	stop()
 	if n := attempts.Load(); n != 1 {
 		t.Errorf("a permanent failure was attempted %d times; want 1", n)
+	}
+}
+
+// Discarding is a choice the user writes (DeadLetter: consumer.Discard):
+// the task is dropped, counted and logged with its key, the consumer says
+// once that it discards, and nothing is written to the dead-letter stream.
+func TestDiscardIsSaidAndCounted(t *testing.T) {
+	log := memory.NewLog(1)
+	var buf syncBuffer
+	l := lease(t, server(t).Client())
+	c, _ := consumer.New(l, log.Source(), func(ctx context.Context, m *transport.Message) error {
+		if m.Key == "7" {
+			return consumer.Permanent(errors.New("no such customer"))
+		}
+		return nil
+	}, consumer.Options{DeadLetter: consumer.Discard, Logger: slog.New(slog.NewTextHandler(&buf, nil))})
+	stop := run(t, c)
+	log.Append("7", nil)
+	log.Append("8", nil)
+	waitFor(t, "both tasks dealt with", func() bool { st := c.Stats(); return st.Handled == 1 && st.Skipped == 1 })
+	stop()
+	out := buf.String()
+	if n := strings.Count(out, "permanent failures are discarded"); n != 1 {
+		t.Errorf("the consumer said %d times that it discards; want once:\n%s", n, out)
+	}
+	if !strings.Contains(out, `msg="task discarded`) || !strings.Contains(out, "key=7") {
+		t.Errorf("the discarded task is not logged with its key:\n%s", out)
+	}
+	if n, _ := server(t).Client().XLen(context.Background(), deadletter.Stream(l.Name())).Result(); n != 0 {
+		t.Errorf("the dead-letter stream holds %d letters; want 0 (discarded)", n)
 	}
 }
 
@@ -571,5 +613,69 @@ func TestOverdueHandlersAreTwoLinesNotOnePerHandler(t *testing.T) {
 	}
 	if overdue != 1 || returned != 1 || len(rec.msgs) != 2 {
 		t.Errorf("Warn lines %q; want two: 20 handlers overdue, and 20 returned with 1 failed", rec.msgs)
+	}
+}
+
+// syncBuffer is a buffer a logger can write from several goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// The default dead-letter stream is bounded without losing anything:
+// while it holds DefaultDeadLetterLimit letters a new letter is refused,
+// counted and retried, its task kept (and the other ids flowing); once
+// letters are deleted, it is written.
+func TestAFullDeadLetterStreamKeepsTheTask(t *testing.T) {
+	client := server(t).Client()
+	ctx := context.Background()
+	l := lease(t, client)
+	stream := deadletter.Stream(l.Name())
+	for n := 0; n < consumer.DefaultDeadLetterLimit; n += 10_000 {
+		p := client.Pipeline()
+		for range 10_000 {
+			p.XAdd(ctx, &redis.XAddArgs{Stream: stream, Values: []any{"key", "old"}})
+		}
+		if _, err := p.Exec(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	log := memory.NewLog(1)
+	c, _ := consumer.New(l, log.Source(), func(ctx context.Context, m *transport.Message) error {
+		if m.Key == "7" {
+			return consumer.Permanent(errors.New("no such customer"))
+		}
+		return nil
+	}, consumer.Options{RetryMin: time.Millisecond, RetryMax: 20 * time.Millisecond})
+	stop := run(t, c)
+	defer stop()
+	log.Append("7", nil)
+	log.Append("8", nil)
+	waitFor(t, "the other id handled, and the letter refused", func() bool {
+		st := c.Stats()
+		return st.Handled == 1 && st.DeadLetterFailures >= 3
+	})
+	if st := c.Stats(); st.DeadLetters != 0 || st.Skipped != 0 {
+		t.Fatalf("%d dead-lettered, %d skipped while the stream is full; want 0 and 0 (the task kept)", st.DeadLetters, st.Skipped)
+	}
+	if err := client.XTrimMaxLen(ctx, stream, consumer.DefaultDeadLetterLimit-10).Err(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the letter written once there is room", func() bool { return c.Stats().DeadLetters == 1 })
+	latest, err := deadletter.Latest(ctx, client, stream, 1)
+	if err != nil || len(latest) != 1 || latest[0].Key != "7" {
+		t.Fatalf("the newest letter is %+v (%v); want task 7's", latest, err)
 	}
 }

@@ -64,15 +64,24 @@ type Options struct {
 	// retried for as long as the lease is held, and blocks the later tasks
 	// of its id (per-id order) but nothing else: other ids keep flowing
 	// and keep being checkpointed. N > 0: after N failed attempts the task
-	// goes to DeadLetter, which is required. Whatever MaxAttempts, a
-	// permanent failure (ErrPermanent: Permanent, Message.Err, an ID error)
-	// goes to DeadLetter at once, or is skipped, logged and counted when
-	// DeadLetter is nil. When DeadLetter returns nil the task is done;
-	// otherwise DeadLetter itself is retried with the same backoff.
-	// DeadLetter's context carries the term (AssignmentFromContext) and
-	// the Failure (FailureFromContext); package deadletter has a
-	// ready-made one that writes a Redis stream nandi dead lists and
-	// replays.
+	// goes to DeadLetter. Whatever MaxAttempts, a permanent failure
+	// (ErrPermanent: Permanent, Message.Err, an ID error) goes to
+	// DeadLetter at once. When DeadLetter returns nil the task is done;
+	// otherwise DeadLetter itself is retried with the same backoff, the
+	// task kept. DeadLetter's context carries the term
+	// (AssignmentFromContext) and the Failure (FailureFromContext).
+	//
+	// Nothing is skipped by default: with DeadLetter nil, a dead letter is
+	// written to the group's dead-letter stream on the lease's Redis,
+	// {group}:dead (deadletter.Stream), where nandi dead list, show and
+	// replay find it. That stream holds at most DefaultDeadLetterLimit
+	// letters: past it a letter is refused (Stats.DeadLetterFailures,
+	// nandi_consumer_dead_letter_failures_total, a Warn once per spell)
+	// and retried with backoff, its task kept and its id waiting, until
+	// letters are replayed or deleted; nothing is lost. Package deadletter
+	// has the same writer with bounds of your choosing (RedisStream), and
+	// writers for JetStream and Kafka; Discard drops permanent failures,
+	// counted (Stats.Skipped) and each logged, when that is what you want.
 	MaxAttempts int
 	DeadLetter  func(ctx context.Context, m *transport.Message, err error) error
 
@@ -189,6 +198,19 @@ type Options struct {
 	Logger *slog.Logger
 }
 
+// DefaultDeadLetterLimit is how many letters the default dead-letter
+// stream (Options.DeadLetter nil) holds before it refuses more: the
+// consumer then keeps the task and retries its letter with backoff.
+const DefaultDeadLetterLimit = 100_000
+
+// Discard is an Options.DeadLetter that drops the task: a permanent
+// failure (or one past MaxAttempts) is then logged at Warn with its key,
+// shard and position, counted (Stats.Skipped,
+// nandi_consumer_messages_total{outcome="skipped"}) and gone. A consumer
+// given it says so at Info once when it starts. Without it, nothing is
+// dropped: see Options.MaxAttempts.
+func Discard(context.Context, *transport.Message, error) error { return nil }
+
 // DefaultDescribeInterval is Options.DescribeInterval's default.
 const DefaultDescribeInterval = 10 * time.Second
 
@@ -251,8 +273,6 @@ func (o Options) validate(gapTime, interval time.Duration) error {
 		return bad("HandlerBuckets: %v", hist.ValidBounds(o.HandlerBuckets))
 	case o.MaxAttempts < 0:
 		return bad("MaxAttempts is %d; use 0 to retry while the lease is held", o.MaxAttempts)
-	case o.MaxAttempts > 0 && o.DeadLetter == nil:
-		return bad("MaxAttempts is %d but DeadLetter is nil: a task that keeps failing would have nowhere to go; set DeadLetter, or MaxAttempts 0 to retry while the lease is held", o.MaxAttempts)
 	case o.CheckpointInterval < 0 || o.CheckpointEvery < 0:
 		return bad("CheckpointInterval %v and CheckpointEvery %d must not be negative", o.CheckpointInterval, o.CheckpointEvery)
 	case o.DescribeInterval < 0:

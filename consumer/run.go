@@ -36,6 +36,9 @@ func (c *Consumer) Run(ctx context.Context) (runErr error) {
 	// so that a worker that prints nothing for that long is not taken for
 	// a stuck one ("serving" follows once it holds its share).
 	c.log.Info("waiting for a lease: a new worker holds its share within two to four intervals", "interval", c.interval)
+	if c.user.discard {
+		c.log.Info("permanent failures are discarded (Options.DeadLetter is consumer.Discard): each is logged at Warn and counted (Stats.Skipped), not kept")
+	}
 	leaseCtx, stopLease := context.WithCancel(context.WithoutCancel(ctx))
 	leaseDone := make(chan struct{})
 	var leaseErr error

@@ -27,11 +27,15 @@ type Stats struct {
 	DoneBefore  int64 // messages skipped as finished by an earlier epoch
 	Failed      int64 // failed attempts (a panic is one)
 	DeadLetters int64 // tasks given to DeadLetter successfully
-	Skipped     int64 // tasks that could not succeed (ErrPermanent) with no DeadLetter: skipped and logged
-	Abandoned   int64 // tasks not done when their term ended (done again by the next holder)
-	Unheld      int64 // messages of a source that is not a log read while holding nothing: lost (NATS core, Watermill)
-	Checkpoints int64 // checkpoint writes
-	Terms       int64 // terms served
+	// DeadLetterFailures counts the DeadLetter calls that failed (a
+	// Redis blip, the default stream full: DefaultDeadLetterLimit): each
+	// retried with backoff, its task kept.
+	DeadLetterFailures int64
+	Skipped            int64 // tasks dropped by DeadLetter: Discard, each logged (or, on a lease without a Redis, with no DeadLetter)
+	Abandoned          int64 // tasks not done when their term ended (done again by the next holder)
+	Unheld             int64 // messages of a source that is not a log read while holding nothing: lost (NATS core, Watermill)
+	Checkpoints        int64 // checkpoint writes
+	Terms              int64 // terms served
 
 	Panics             int64 // calls into user code that panicked (handler, DeadLetter, OnError, ID)
 	FetchFailures      int64 // failed fetches (retried with backoff)
@@ -88,7 +92,7 @@ type Stats struct {
 type stats struct {
 	handled, notOwned, doneBefore, failed, deadLetters, skipped, abandoned, unheld, checkpoints, terms     atomic.Int64
 	panics, fetchFailures, openFailures, checkpointFailures, badShard, overdueTotal, ledgerLosses, rewinds atomic.Int64
-	corruptLedger, reread, read, owned, rateWaits, misplaced, fencedHandoffs                               atomic.Int64
+	corruptLedger, reread, read, owned, rateWaits, misplaced, fencedHandoffs, deadLetterFailures           atomic.Int64
 }
 
 // Stats returns the counts so far.
@@ -96,7 +100,7 @@ func (c *Consumer) Stats() Stats {
 	s := &c.stats
 	out := Stats{
 		Handled: s.handled.Load(), NotOwned: s.notOwned.Load(), DoneBefore: s.doneBefore.Load(),
-		Failed: s.failed.Load(), DeadLetters: s.deadLetters.Load(), Skipped: s.skipped.Load(),
+		Failed: s.failed.Load(), DeadLetters: s.deadLetters.Load(), Skipped: s.skipped.Load(), DeadLetterFailures: s.deadLetterFailures.Load(),
 		Abandoned: s.abandoned.Load(), Unheld: s.unheld.Load(), Checkpoints: s.checkpoints.Load(), Terms: s.terms.Load(),
 		Panics: s.panics.Load(), FetchFailures: s.fetchFailures.Load(), OpenFailures: s.openFailures.Load(),
 		CheckpointFailures: s.checkpointFailures.Load(), BadShard: s.badShard.Load(), OverdueTotal: s.overdueTotal.Load(),

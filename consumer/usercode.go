@@ -2,11 +2,14 @@ package consumer
 
 import (
 	"context"
+	"reflect"
 	"runtime/debug"
 	"time"
 
 	"github.com/nandi-go/nandi/internal/backoff"
+	"github.com/nandi-go/nandi/internal/deadstream"
 	"github.com/nandi-go/nandi/transport"
+	"github.com/redis/go-redis/v9"
 )
 
 // userCode is the user's functions as the consumer calls them, each
@@ -20,7 +23,8 @@ import (
 // group's rate, the lease's deadline) is the runner's and the term's.
 type userCode struct {
 	handler    Handler
-	deadLetter func(ctx context.Context, m *transport.Message, cause error) error // nil: none
+	deadLetter func(ctx context.Context, m *transport.Message, cause error) error // nil: none (a lease without a Redis)
+	discard    bool                                                               // DeadLetter is Discard: deadLetter is not called
 	onError    func(ctx context.Context, m *transport.Message, attempt int, err error) error
 	retryDelay func(attempt int, err error) time.Duration
 	id         func(m *transport.Message) (uint64, error)
@@ -33,7 +37,13 @@ func (sh *shared) wrap(h Handler) {
 		defer sh.recovering(&err, "handler")
 		return h(ctx, m)
 	}
-	if dl := sh.opts.DeadLetter; dl != nil {
+	dl := sh.opts.DeadLetter
+	switch {
+	case dl == nil && sh.client != nil:
+		u.deadLetter = sh.defaultDeadLetter(sh.client)
+	case dl != nil && reflect.ValueOf(dl).Pointer() == reflect.ValueOf(Discard).Pointer():
+		u.discard = true
+	case dl != nil:
 		u.deadLetter = func(ctx context.Context, m *transport.Message, cause error) (err error) {
 			defer sh.recovering(&err, "DeadLetter")
 			return dl(ctx, m, cause)
@@ -42,6 +52,19 @@ func (sh *shared) wrap(h Handler) {
 	u.onError = sh.reportFailure(sh.opts.OnErrorContext, sh.opts.OnError)
 	u.retryDelay = sh.defaultDelay(sh.opts.RetryDelay)
 	u.id = sh.taskID(sh.opts.ID)
+}
+
+// defaultDeadLetter writes each letter to the group's dead-letter stream
+// on c (deadletter.Stream), refusing past DefaultDeadLetterLimit letters.
+func (sh *shared) defaultDeadLetter(c redis.Cmdable) func(context.Context, *transport.Message, error) error {
+	stream := deadstream.Stream(sh.group)
+	return func(ctx context.Context, m *transport.Message, cause error) error {
+		f, _ := FailureFromContext(ctx)
+		a, _ := AssignmentFromContext(ctx)
+		facts := deadstream.Facts{Cause: cause, Attempts: f.Attempts, Worker: f.Worker, Index: a.Index, Replicas: a.Replicas, Token: a.Token,
+			System: f.System, Source: f.Source, Shard: m.Shard, Position: m.Position}
+		return deadstream.Add(ctx, c, stream, m, facts.Map(), deadstream.Bounds{Limit: DefaultDeadLetterLimit})
+	}
 }
 
 // recovering turns a panic of the calling function into a *PanicError in

@@ -8,32 +8,38 @@ import (
 	"time"
 
 	"github.com/nandi-go/nandi/consumer"
-	"github.com/nandi-go/nandi/partition"
+	"github.com/nandi-go/nandi/internal/deadstream"
 	"github.com/nandi-go/nandi/transport"
 	"github.com/redis/go-redis/v9"
 )
 
-// Stream is the default dead-letter stream of group: {group}:dead.
-func Stream(group string) string { return partition.KeyPrefix(group) + "dead" }
+// Stream is the default dead-letter stream of group: {group}:dead. A
+// consumer with no Options.DeadLetter writes there (consumer.DefaultDeadLetterLimit).
+func Stream(group string) string { return deadstream.Stream(group) }
 
 // The fields of a dead letter's entry; a header h of the task is the
 // field "h:" + h.
 const (
-	FieldKey      = "key"
-	FieldPayload  = "payload"
-	FieldError    = "error"
-	FieldAttempts = "attempts"
-	FieldWorker   = "worker"
-	FieldIndex    = "index"
-	FieldReplicas = "replicas"
-	FieldToken    = "token"
-	FieldShard    = "shard"
-	FieldPosition = "position"
-	FieldAt       = "at"
-	FieldSystem   = "system"
-	FieldSource   = "source"
-	headerPrefix  = "h:"
+	FieldKey      = deadstream.FieldKey
+	FieldPayload  = deadstream.FieldPayload
+	FieldError    = deadstream.FieldError
+	FieldAttempts = deadstream.FieldAttempts
+	FieldWorker   = deadstream.FieldWorker
+	FieldIndex    = deadstream.FieldIndex
+	FieldReplicas = deadstream.FieldReplicas
+	FieldToken    = deadstream.FieldToken
+	FieldShard    = deadstream.FieldShard
+	FieldPosition = deadstream.FieldPosition
+	FieldAt       = deadstream.FieldAt
+	FieldSystem   = deadstream.FieldSystem
+	FieldSource   = deadstream.FieldSource
+	headerPrefix  = deadstream.HeaderPrefix
 )
+
+// ErrFull is wrapped by RedisStream's error when the stream holds
+// Options.Limit letters: the consumer keeps the task and retries its
+// letter with backoff, and nothing is lost.
+var ErrFull = deadstream.ErrFull
 
 // Letter is one dead letter.
 type Letter struct {
@@ -57,31 +63,23 @@ type Letter struct {
 // Options configure RedisStream.
 type Options struct {
 	// MaxLen caps the stream, oldest letters first (XADD MAXLEN ~); 0:
-	// no cap.
+	// no cap. The letters trimmed are lost: prefer Limit.
 	MaxLen int64
+	// Limit refuses a letter while the stream holds that many (0: no
+	// limit): RedisStream returns an error wrapping ErrFull, and the
+	// consumer keeps the task and retries its letter with backoff, its id
+	// waiting, until letters are replayed or deleted. Nothing is lost.
+	Limit int64
 }
 
 // RedisStream returns a consumer.Options.DeadLetter that adds each dead
-// task to stream on c. Its error (Redis unreachable) makes the consumer
-// retry the dead letter with backoff: the task is never acknowledged
-// before its letter is written.
+// task to stream on c. Its error (Redis unreachable, the stream full)
+// makes the consumer retry the dead letter with backoff: the task is
+// never acknowledged before its letter is written.
 func RedisStream(c redis.Cmdable, stream string, opts Options) func(ctx context.Context, m *transport.Message, cause error) error {
+	b := deadstream.Bounds{MaxLen: opts.MaxLen, Limit: opts.Limit}
 	return func(ctx context.Context, m *transport.Message, cause error) error {
-		values := []any{FieldKey, m.Key, FieldPayload, m.Payload}
-		for k, v := range Describe(ctx, m, cause) {
-			values = append(values, k, v)
-		}
-		for k, v := range m.Headers {
-			values = append(values, headerPrefix+k, v)
-		}
-		args := &redis.XAddArgs{Stream: stream, Values: values}
-		if opts.MaxLen > 0 {
-			args.MaxLen, args.Approx = opts.MaxLen, true
-		}
-		if err := c.XAdd(ctx, args).Err(); err != nil {
-			return fmt.Errorf("deadletter: add %q to %s: %w", m.Key, stream, err)
-		}
-		return nil
+		return deadstream.Add(ctx, c, stream, m, Describe(ctx, m, cause), b)
 	}
 }
 
@@ -93,14 +91,8 @@ func RedisStream(c redis.Cmdable, stream string, opts Options) func(ctx context.
 func Describe(ctx context.Context, m *transport.Message, cause error) map[string]string {
 	f, _ := consumer.FailureFromContext(ctx)
 	a, _ := consumer.AssignmentFromContext(ctx)
-	msg := ""
-	if cause != nil {
-		msg = cause.Error()
-	}
-	return map[string]string{FieldError: msg, FieldAttempts: strconv.Itoa(f.Attempts), FieldWorker: f.Worker,
-		FieldIndex: strconv.Itoa(a.Index), FieldReplicas: strconv.Itoa(a.Replicas), FieldToken: strconv.FormatInt(a.Token, 10),
-		FieldSystem: f.System, FieldSource: f.Source,
-		FieldShard: strconv.Itoa(m.Shard), FieldPosition: m.Position.String(), FieldAt: time.Now().UTC().Format(time.RFC3339Nano)}
+	return deadstream.Facts{Cause: cause, Attempts: f.Attempts, Worker: f.Worker, Index: a.Index, Replicas: a.Replicas, Token: a.Token,
+		System: f.System, Source: f.Source, Shard: m.Shard, Position: m.Position}.Map()
 }
 
 // List returns up to count letters of stream from start to end (entry

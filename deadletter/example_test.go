@@ -24,7 +24,7 @@ func Example() {
 	defer rdb.Close()
 	ctx := context.Background()
 
-	opts := consumer.Options{MaxAttempts: 5, DeadLetter: deadletter.RedisStream(rdb, deadletter.Stream("payments"), deadletter.Options{MaxLen: 100_000})}
+	opts := consumer.Options{MaxAttempts: 5, DeadLetter: deadletter.RedisStream(rdb, deadletter.Stream("payments"), deadletter.Options{Limit: 100_000})}
 	// what the consumer does after the fifth failure:
 	m := &transport.Message{Key: "42", Payload: []byte("charge 10 EUR")}
 	if err := opts.DeadLetter(ctx, m, errors.New("card declined")); err != nil {

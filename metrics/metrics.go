@@ -165,7 +165,7 @@ type consumerCollector struct {
 	oldest, unserved, openFailures               *prometheus.Desc
 	fetchFailures, writeFailures, ledgerLosses   *prometheus.Desc
 	rewinds, handling, groupLagMessages          *prometheus.Desc
-	fencedHandoffs                               *prometheus.Desc
+	fencedHandoffs, deadLetterFailures           *prometheus.Desc
 	groupLagSeconds, corruptLedger, waiting      *prometheus.Desc
 	reread, read, owned, rateWaits, paused       *prometheus.Desc
 }
@@ -185,46 +185,47 @@ func consumerCollectorOf(group string, stats func() consumer.Stats, lag func() (
 		return prometheus.NewDesc(prometheus.BuildFQName(o.Namespace, "consumer", name), help, vars, cl)
 	}
 	return &consumerCollector{
-		stats:            stats,
-		lagOf:            lag,
-		dropped:          dropped,
-		droppedDesc:      d("dropped_total", "Messages the transport dropped before the consumer read them (NATS core: slow consumer)."),
-		messages:         d("messages_total", "Messages by outcome: handled, not_owned, done_before, dead_lettered, skipped, abandoned, lost_unowned, bad_shard.", "outcome"),
-		failures:         d("handler_failures_total", "Failed handler attempts."),
-		inFlight:         d("in_flight", "Calls into user code running now."),
-		panics:           d("panics_total", "Calls into user code that panicked (handler, DeadLetter, OnError, ID)."),
-		overdue:          d("overdue_handlers", "Handlers still running after their term ended, their context cancelled."),
-		overdueTotal:     d("overdue_handlers_total", "Handlers that outlived their term."),
-		pending:          d("pending", "Tasks taken and not finished: queued, running, waiting to retry."),
-		oldest:           d("oldest_unfinished_seconds", "Age of the oldest unfinished task of the share served, per shard, since this worker first took it (kept across its terms).", "shard"),
-		unserved:         d("unserved", "1 while a term is held but its checkpoints or source cannot be opened."),
-		openFailures:     d("open_failures_total", "Failed opens of the checkpoints or the source (retried while the term lasts)."),
-		fetchFailures:    d("fetch_failures_total", "Failed fetches (retried with backoff)."),
-		writeFailures:    d("checkpoint_failures_total", "Failed checkpoint writes."),
-		ledgerLosses:     d("ledger_losses_total", "Opens that found the checkpoint ledger gone or behind what the worker had seen."),
-		corruptLedger:    d("ledger_corrupt_total", "Opens that found the checkpoint ledger unreadable: nothing of it served, retried while the term lasts."),
-		waiting:          d("waiting", "Tasks waiting behind an id whose first task has failed, held as their place in the log only."),
-		reread:           d("reread_total", "Messages read again from the log: tasks that had waited behind a failing id."),
-		read:             d("read_total", "Messages read from the source (over a group, read_total / owned_total is its read amplification)."),
-		owned:            d("owned_total", "Messages read that the lease owned."),
-		paused:           d("paused_since_seconds", "While this worker sees its group paused (nandi pause), the unix time the pause began; absent otherwise."),
-		rateWaits:        d("rate_waits_total", "Handler calls that waited for the group's rate limit (consumer.Options.GroupRate)."),
-		handling:         d("handler_duration_seconds", "Every handler call."),
-		groupLagMessages: prometheus.NewDesc(prometheus.BuildFQName(o.Namespace, "group", "lag_messages"), "Offsets between the group's lowest checkpoint and the log's end.", []string{"shard"}, cl),
-		groupLagSeconds:  prometheus.NewDesc(prometheus.BuildFQName(o.Namespace, "group", "lag_seconds"), "Entry time between the group's lowest checkpoint and the stream's end (Redis Streams).", []string{"shard"}, cl),
-		rewinds:          d("rewinds_total", "Shards found to end below their checkpoint (a log recreated): read again from their start."),
-		fencedHandoffs:   d("fenced_handoffs_total", "Terms served from a provisional lease: taken at a change of the group once every former holder released its share (the fenced handoff)."),
-		drains:           d("drain_duration_seconds", "Time from stopping intake to the last handler's return, per drain."),
-		writes:           d("checkpoint_writes_total", "Checkpoint writes."),
-		terms:            d("terms_total", "Terms served."),
-		lagMessages:      d("lag_messages", "Offsets between the held index's checkpoint and the log's end.", "shard"),
-		lagSeconds:       d("lag_seconds", "Entry time between the held index's checkpoint and the stream's end (Redis Streams).", "shard"),
+		stats:              stats,
+		lagOf:              lag,
+		dropped:            dropped,
+		droppedDesc:        d("dropped_total", "Messages the transport dropped before the consumer read them (NATS core: slow consumer)."),
+		messages:           d("messages_total", "Messages by outcome: handled, not_owned, done_before, dead_lettered, skipped, abandoned, lost_unowned, bad_shard.", "outcome"),
+		failures:           d("handler_failures_total", "Failed handler attempts."),
+		inFlight:           d("in_flight", "Calls into user code running now."),
+		panics:             d("panics_total", "Calls into user code that panicked (handler, DeadLetter, OnError, ID)."),
+		overdue:            d("overdue_handlers", "Handlers still running after their term ended, their context cancelled."),
+		overdueTotal:       d("overdue_handlers_total", "Handlers that outlived their term."),
+		pending:            d("pending", "Tasks taken and not finished: queued, running, waiting to retry."),
+		oldest:             d("oldest_unfinished_seconds", "Age of the oldest unfinished task of the share served, per shard, since this worker first took it (kept across its terms).", "shard"),
+		unserved:           d("unserved", "1 while a term is held but its checkpoints or source cannot be opened."),
+		openFailures:       d("open_failures_total", "Failed opens of the checkpoints or the source (retried while the term lasts)."),
+		fetchFailures:      d("fetch_failures_total", "Failed fetches (retried with backoff)."),
+		writeFailures:      d("checkpoint_failures_total", "Failed checkpoint writes."),
+		ledgerLosses:       d("ledger_losses_total", "Opens that found the checkpoint ledger gone or behind what the worker had seen."),
+		corruptLedger:      d("ledger_corrupt_total", "Opens that found the checkpoint ledger unreadable: nothing of it served, retried while the term lasts."),
+		waiting:            d("waiting", "Tasks waiting behind an id whose first task has failed, held as their place in the log only."),
+		reread:             d("reread_total", "Messages read again from the log: tasks that had waited behind a failing id."),
+		read:               d("read_total", "Messages read from the source (over a group, read_total / owned_total is its read amplification)."),
+		owned:              d("owned_total", "Messages read that the lease owned."),
+		paused:             d("paused_since_seconds", "While this worker sees its group paused (nandi pause), the unix time the pause began; absent otherwise."),
+		rateWaits:          d("rate_waits_total", "Handler calls that waited for the group's rate limit (consumer.Options.GroupRate)."),
+		handling:           d("handler_duration_seconds", "Every handler call."),
+		groupLagMessages:   prometheus.NewDesc(prometheus.BuildFQName(o.Namespace, "group", "lag_messages"), "Offsets between the group's lowest checkpoint and the log's end.", []string{"shard"}, cl),
+		groupLagSeconds:    prometheus.NewDesc(prometheus.BuildFQName(o.Namespace, "group", "lag_seconds"), "Entry time between the group's lowest checkpoint and the stream's end (Redis Streams).", []string{"shard"}, cl),
+		rewinds:            d("rewinds_total", "Shards found to end below their checkpoint (a log recreated): read again from their start."),
+		deadLetterFailures: d("dead_letter_failures_total", "DeadLetter calls that failed (Redis unreachable, the dead-letter stream full): each retried with backoff, its task kept."),
+		fencedHandoffs:     d("fenced_handoffs_total", "Terms served from a provisional lease: taken at a change of the group once every former holder released its share (the fenced handoff)."),
+		drains:             d("drain_duration_seconds", "Time from stopping intake to the last handler's return, per drain."),
+		writes:             d("checkpoint_writes_total", "Checkpoint writes."),
+		terms:              d("terms_total", "Terms served."),
+		lagMessages:        d("lag_messages", "Offsets between the held index's checkpoint and the log's end.", "shard"),
+		lagSeconds:         d("lag_seconds", "Entry time between the held index's checkpoint and the stream's end (Redis Streams).", "shard"),
 	}
 }
 
 func (c *consumerCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.messages, c.failures, c.inFlight, c.drains, c.writes, c.terms, c.lagMessages, c.lagSeconds, c.droppedDesc,
-		c.panics, c.overdue, c.overdueTotal, c.pending, c.oldest, c.unserved, c.openFailures, c.fetchFailures, c.writeFailures, c.ledgerLosses, c.rewinds, c.fencedHandoffs, c.handling, c.groupLagMessages, c.groupLagSeconds, c.corruptLedger, c.waiting, c.reread, c.read, c.owned, c.rateWaits, c.paused} {
+		c.panics, c.overdue, c.overdueTotal, c.pending, c.oldest, c.unserved, c.openFailures, c.fetchFailures, c.writeFailures, c.ledgerLosses, c.rewinds, c.fencedHandoffs, c.deadLetterFailures, c.handling, c.groupLagMessages, c.groupLagSeconds, c.corruptLedger, c.waiting, c.reread, c.read, c.owned, c.rateWaits, c.paused} {
 		ch <- d
 	}
 }
@@ -256,6 +257,7 @@ func (c *consumerCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.rateWaits, s.RateWaits)
 	counter(c.rewinds, s.Rewinds)
 	counter(c.fencedHandoffs, s.FencedHandoffs)
+	counter(c.deadLetterFailures, s.DeadLetterFailures)
 	gauge := func(d *prometheus.Desc, v float64, lv ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, lv...)
 	}

@@ -103,7 +103,7 @@ func run(ctx context.Context, out io.Writer, url string, fixed bool, orders int)
 	}
 	cons, err := consumer.New(lease, src, handle, consumer.Options{
 		MaxAttempts: 3, RetryMin: 50 * time.Millisecond, RetryMax: time.Second,
-		DeadLetter: deadletter.RedisStream(c, dead, deadletter.Options{MaxLen: 100_000}),
+		DeadLetter: deadletter.RedisStream(c, dead, deadletter.Options{Limit: 100_000}),
 	})
 	if err != nil {
 		return err
