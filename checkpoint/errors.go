@@ -33,6 +33,10 @@ var (
 	// written; open again later, or once the term is confirmed.
 	ErrHeld = errors.New("checkpoint: the current epoch is still held")
 
+	// ErrTooLarge is returned by Open when the epoch it would serve has
+	// more marks than MaxSlots (replicas x shards): nothing is written.
+	ErrTooLarge = errors.New("checkpoint: replicas x shards over MaxSlots")
+
 	// ErrCorrupt is wrapped by the error of a ledger that cannot be parsed.
 	ErrCorrupt = errors.New("checkpoint: ledger unreadable")
 )

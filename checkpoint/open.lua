@@ -51,6 +51,10 @@ for s = 0, shards - 1 do
 end
 local rewound = {}
 for i = 7 + 3 * shards, #ARGV do rewound[tonumber(ARGV[i])] = true end
+-- An epoch of r replicas over n shards has r * n marks: past 1048576
+-- (MaxSlots) it is refused before anything is written, never made into
+-- a ledger that every later script reads as corrupt.
+if r * shards > 1048576 then return {'toolarge', 0, tostring(shards)} end
 local anyRewound = next(rewound) ~= nil
 
 local function reply(status, n, why)
@@ -102,6 +106,7 @@ end
 local bad = check()
 if bad then return corrupt(bad) end
 local c = epoch(tonumber(get('cur')))
+if r * math.max(shards, c.shards) > 1048576 then return {'toolarge', c.n, tostring(math.max(shards, c.shards))} end
 local why = ''
 if seen > c.n then why = 'behind' end
 if aligned and c.A > 0 and shards < c.A then

@@ -82,11 +82,20 @@ func sortedBetween(ps []transport.Position, low, high transport.Position) bool {
 	return true
 }
 
+// tooLarge is Open's error for an epoch of r replicas over n shards
+// past MaxSlots.
+func tooLarge(r, n int) error {
+	return fmt.Errorf("%w: %d replicas over %d shards would be %d marks, over the limit of %d: run fewer workers or fewer shards", ErrTooLarge, r, n, r*n, MaxSlots)
+}
+
 // Open implements Store.
 func (l *Redis) Open(ctx context.Context, req OpenRequest) (*State, error) {
 	shards := len(req.Origin)
 	if req.Replicas < 1 || req.Replicas > MaxReplicas || shards < 1 || shards > MaxShards || req.Index < 0 || req.Index >= req.Replicas {
 		return nil, fmt.Errorf("checkpoint: Open needs 1 <= replicas <= %d, 0 <= index < replicas and 1 to %d shards, got %d, %d and %d", MaxReplicas, MaxShards, req.Replicas, req.Index, shards)
+	}
+	if req.Replicas*shards > MaxSlots {
+		return nil, tooLarge(req.Replicas, shards)
 	}
 	args := make([]any, 0, 6+3*shards+len(req.Rewound))
 	flags := "0"
@@ -135,6 +144,9 @@ func (l *Redis) Open(ctx context.Context, req OpenRequest) (*State, error) {
 		return nil, fmt.Errorf("%w: epoch %v has replicas and token %q, this lease has %d and %d", ErrStale, res[1], why, req.Replicas, req.Token)
 	case "held":
 		return nil, fmt.Errorf("%w: epoch %v: %s", ErrHeld, res[1], why)
+	case "toolarge":
+		n, _ := strconv.Atoi(why)
+		return nil, tooLarge(req.Replicas, n)
 	case "shrunk":
 		return nil, fmt.Errorf("%w: the ledger's log (epoch %v) is aligned to %s shards, this source has %d: run every worker with all %s (a rolling update that adds shards finishes by itself); to remove shards, stop writing to them, let the group finish them (nandi status), stop it and reset its checkpoints (nandi checkpoint reset)",
 			ErrShrunk, res[1], why, shards, why)

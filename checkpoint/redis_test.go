@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/alicebob/miniredis/v2"
@@ -658,4 +660,36 @@ func (p preparedState) Done(s int, at transport.Position, x uint64) bool {
 		panic(err)
 	}
 	return p.st.Done(s, at, x)
+}
+
+// Replicas x shards past MaxSlots is refused before anything is written,
+// by Open in Go and by its script (whose epoch would keep the ledger's
+// shards when a source says fewer), naming the limit; the ledger stays
+// readable. Before, 1,025 replicas over 1,024 shards (each within its own
+// bound) was written, and every later script answered ErrCorrupt until
+// the ledger was deleted by hand.
+func TestOpenPastMaxSlotsIsRefusedAndTheLedgerStaysReadable(t *testing.T) {
+	srv := redistest.Start(t)
+	l := NewRedis(srv.Client(), "slots")
+	ctx := context.Background()
+	origin := func(n int) []transport.Position { return make([]transport.Position, n) }
+	if _, err := l.Open(ctx, OpenRequest{Replicas: 1000, Token: 1, Origin: origin(MaxShards)}); err != nil {
+		t.Fatalf("1,000 replicas over %d shards: %v", MaxShards, err)
+	}
+	for _, tc := range []struct {
+		what   string
+		shards int
+	}{
+		{"1,025 replicas over 1,024 shards (Go's check)", MaxShards},
+		{"1,025 replicas over 1 shard while the ledger keeps 1,024 (the script's check)", 1},
+	} {
+		_, err := l.Open(ctx, OpenRequest{Replicas: 1025, Token: 2, Origin: origin(tc.shards)})
+		if !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), strconv.Itoa(MaxSlots)) {
+			t.Errorf("%s: Open = %v; want ErrTooLarge naming %d", tc.what, err, MaxSlots)
+		}
+	}
+	st, err := l.Open(ctx, OpenRequest{Replicas: 1000, Index: 999, Token: 1, Origin: origin(MaxShards)})
+	if err != nil || st.Current.N != 1 || st.Current.R != 1000 {
+		t.Fatalf("the ledger after the refusals: %v, %v; want epoch 1 of 1,000 replicas, readable", st, err)
+	}
 }
