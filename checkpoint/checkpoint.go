@@ -164,6 +164,28 @@ func (m Mark) Done(p transport.Position) bool {
 	return !undone
 }
 
+// Unreleased names the indexes of an epoch that a new one was made from
+// (by a term that was not provisional) although they had not released
+// it: their holders crashed or stalled past their leases, so tasks they
+// owned past their last marks may have been done and may be done again
+// in the new epoch, up to each shard's end when it was made (Ends).
+type Unreleased struct {
+	Replicas int                  // the former epoch's replicas
+	Indexes  []int                // its indexes not released, ascending
+	Ends     []transport.Position // per shard, the log's end when the new epoch was made
+}
+
+// MayRedo reports whether a task at p of shard s with id id may have been
+// done by a holder that did not release it: its owner was one of the
+// indexes and it lies below that shard's end.
+func (u *Unreleased) MayRedo(s int, p transport.Position, id uint64) bool {
+	if u == nil || s >= len(u.Ends) || !p.Less(u.Ends[s]) {
+		return false
+	}
+	_, ok := slices.BinarySearch(u.Indexes, int(id%uint64(u.Replicas)))
+	return ok
+}
+
 // Epoch is one mapping's checkpoints.
 type Epoch struct {
 	N     int64                // epoch number, from 1
@@ -207,6 +229,9 @@ type Epoch struct {
 	Fenced bool
 	Held   int
 	Ready  int
+	// Unreleased is what the epoch was made from that was never
+	// released (nil: nothing).
+	Unreleased *Unreleased
 
 	lows []transport.Position // per shard, the low watermark the store computed (Read, ReadLow)
 	gone map[int]bool         // shards rewound since: their marks say nothing
@@ -317,6 +342,12 @@ type State struct {
 	// Misplaced describes the last task found in a shard its id does not
 	// belong to (Redis.Realign): "" when none was.
 	Misplaced string
+	// TakenOver is true when this Open took its index over, in the
+	// current epoch, from a holder that had not released it (it crashed,
+	// stalled past its lease, or its last write failed): the tasks of the
+	// index between its marks and the log's end now may have been done by
+	// that holder after its last write, and may be done again.
+	TakenOver bool
 
 	ceiling []transport.Position // per shard, at or above every mark of the history
 	// load reads marks into their epochs (the store's); nil: every mark

@@ -29,7 +29,9 @@
 -- newer lease (why: its replicas and token). why is "" or, for "ok" and
 -- "new", "lost" (no ledger though the worker saw epoch ARGV[5]: it was
 -- recreated at that epoch's start) or "behind" (the current epoch is older
--- than the one the worker saw). fields is the head after the open, as
+-- than the one the worker saw), followed by " takeover" when the holder
+-- took its index over from an opener that had not released it (stamp).
+-- fields is the head after the open, as
 -- HGETALL returns it. {"corrupt", 0, "field = value"}: a count the script
 -- loops over is not a whole number in range (nothing was written).
 -- {"shrunk", n, A}: the source is aligned with fewer shards than the
@@ -64,6 +66,10 @@ local function reply(status, n, why)
 end
 -- The newest holder of index k to open epoch n fences older ones' writes;
 -- the index is held until that holder releases it (n:held counts them).
+-- It returns ' takeover' when the former opener had not released it
+-- (crashed, stalled past its lease, or its last write failed): what that
+-- holder finished after its last write may be done again, and the new
+-- holder says so (checkpoint.State.TakenOver).
 local function stamp(n)
   local f = n .. ':o:' .. k
   local o = tonumber(redis.call('HGET', marksKey, f))
@@ -72,10 +78,43 @@ local function stamp(n)
     local rel = tonumber(redis.call('HGET', marksKey, n .. ':rel:' .. k)) or 0
     if not o or rel >= o then
       redis.call('HINCRBY', head, n .. ':held', 1)
-    elseif tonumber(redis.call('HGET', marksKey, n .. ':rdy:' .. k)) == o then
-      redis.call('HINCRBY', head, n .. ':ready', -1) -- the former opener was ready; this one is not
+    else
+      if tonumber(redis.call('HGET', marksKey, n .. ':rdy:' .. k)) == o then
+        redis.call('HINCRBY', head, n .. ':ready', -1) -- the former opener was ready; this one is not
+      end
+      return ' takeover'
     end
   end
+  return ''
+end
+
+-- unreleased records, in a new epoch n made by a term that is not
+-- provisional from a fenced epoch c that some index never released, which
+-- indexes those were (after c's replicas) and each shard's end now: their
+-- holders may have finished tasks past their last marks, which n's
+-- holders may do again, and say so (checkpoint.Epoch.Unreleased).
+local function unreleased(c, n)
+  if provisional or get(c.n .. ':fence') ~= '1' or (num(c.n .. ':held') or 0) <= 0 then return end
+  local un = {tostring(c.r)}
+  for k0 = 0, c.r - 1, 500 do
+    local fs = {}
+    for j = k0, math.min(k0 + 499, c.r - 1) do
+      table.insert(fs, c.n .. ':o:' .. j)
+      table.insert(fs, c.n .. ':rel:' .. j)
+    end
+    local vs = redis.call('HMGET', marksKey, unpack(fs))
+    for i = 1, #vs, 2 do
+      local o, rel = tonumber(vs[i]), tonumber(vs[i + 1]) or 0
+      if o and rel < o then table.insert(un, tostring(k0 + (i - 1) / 2)) end
+    end
+  end
+  if #un == 1 then return end
+  local f = {n .. ':unreleased', table.concat(un, ' ')}
+  for s = 0, shards - 1 do
+    table.insert(f, n .. ':rend:' .. s)
+    table.insert(f, ends[s + 1])
+  end
+  redis.call('HSET', head, unpack(f))
 end
 
 if not get('cur') then
@@ -136,7 +175,7 @@ if c.r == r and not anyRewound and A == c.A then
     end
     redis.call('HSET', head, c.n .. ':shards', shards)
   end
-  stamp(c.n)
+  why = why .. stamp(c.n)
   gcStep(256)
   return reply('ok', c.n, why)
 end
@@ -157,12 +196,13 @@ if grown then was = c.A end
 local because = 'replicas'
 if anyRewound then because = 'rewound' elseif grown then because = 'grew' elseif A ~= c.A then because = 'unaligned' end
 local n = successor(c, r, tok, math.max(shards, c.shards), A, was, origin, ends, rewound, grown and c.A or 0, false, because)
+unreleased(c, n)
 if because == 'replicas' then
   -- Format 4: a worker of a version before the fenced handoff refuses the
   -- ledger (v) and serves nothing of it until it is replaced, rather than
   -- open this epoch without being counted among its holders.
   redis.call('HSET', head, n .. ':fence', '1', 'v', '4')
 end
-stamp(n)
+why = why .. stamp(n)
 gcStep(256)
 return reply('new', n, why)

@@ -131,7 +131,7 @@ func parseHead(flat []any) (*State, error) {
 			continue // a field of the epoch itself (r, tok, shards, aligned, ...)
 		}
 		switch kind {
-		case "start", "cut", "hi", "wait", "gone":
+		case "start", "cut", "hi", "wait", "gone", "rend":
 			if s, err := strconv.Atoi(shard); err != nil || s < 0 || s >= len(e.Start) {
 				return nil, corrupt(f, "shard %q outside the epoch's 0..%d", shard, len(e.Start)-1)
 			}
@@ -188,6 +188,11 @@ func parseEpoch(all map[string]string, n int64) (*Epoch, error) {
 	if e.Was, err = optionalCount(all, p+"was", MaxShards); err != nil {
 		return nil, err
 	}
+	if v, ok := all[p+"unreleased"]; ok {
+		if e.Unreleased, err = parseUnreleased(all, p, v, shards); err != nil {
+			return nil, err
+		}
+	}
 	e.Start = make([]transport.Position, shards)
 	e.High = make([]transport.Position, shards)
 	for s := range shards {
@@ -223,4 +228,41 @@ func parseEpoch(all map[string]string, n int64) (*Epoch, error) {
 // corrupt says which field of the ledger is unreadable and why.
 func corrupt(field, format string, args ...any) error {
 	return fmt.Errorf("%w: field %q: %s (repair the field, or delete the ledger's key %s; see docs/PROTOCOL.md, \"Checkpoints\")", ErrCorrupt, field, fmt.Sprintf(format, args...), "{group}:ledger")
+}
+
+// parseUnreleased parses an epoch's unreleased field ("R k1 k2 ...": the
+// former epoch's replicas, then its indexes not released) and its shards'
+// rend fields.
+func parseUnreleased(all map[string]string, p, v string, shards int) (*Unreleased, error) {
+	f := p + "unreleased"
+	words := strings.Fields(v)
+	bad := func() (*Unreleased, error) {
+		return nil, corrupt(f, "%q is not replicas from 1 to %d and then indexes below them, ascending", v, MaxReplicas)
+	}
+	if len(words) < 2 {
+		return bad()
+	}
+	u := &Unreleased{Ends: make([]transport.Position, shards)}
+	var err error
+	if u.Replicas, err = strconv.Atoi(words[0]); err != nil || u.Replicas < 1 || u.Replicas > MaxReplicas || len(words)-1 > u.Replicas {
+		return bad()
+	}
+	for _, w := range words[1:] {
+		k, err := strconv.Atoi(w)
+		if err != nil || k < 0 || k >= u.Replicas || (len(u.Indexes) > 0 && k <= u.Indexes[len(u.Indexes)-1]) {
+			return bad()
+		}
+		u.Indexes = append(u.Indexes, k)
+	}
+	for s := range shards {
+		rf := p + "rend:" + strconv.Itoa(s)
+		rv, ok := all[rf]
+		if !ok {
+			continue // a shard the log did not have then: nothing of it was read
+		}
+		if u.Ends[s], err = decode(rv); err != nil {
+			return nil, corrupt(rf, "%q: %v", rv, err)
+		}
+	}
+	return u, nil
 }

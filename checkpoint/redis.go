@@ -4,6 +4,7 @@ import (
 	"context"
 	_ "embed"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -160,7 +161,8 @@ func (l *Redis) Open(ctx context.Context, req OpenRequest) (*State, error) {
 	}
 	n, _ := res[1].(int64)
 	st.Created = status == "new" && st.Current.N == n
-	st.Lost, st.Behind = why == "lost", why == "behind"
+	words := strings.Fields(why)
+	st.Lost, st.Behind, st.TakenOver = slices.Contains(words, "lost"), slices.Contains(words, "behind"), slices.Contains(words, "takeover")
 	if err := l.readOwn(ctx, st, req.Index); err != nil {
 		return nil, err
 	}

@@ -693,3 +693,59 @@ func TestOpenPastMaxSlotsIsRefusedAndTheLedgerStaysReadable(t *testing.T) {
 		t.Fatalf("the ledger after the refusals: %v, %v; want epoch 1 of 1,000 replicas, readable", st, err)
 	}
 }
+
+// A holder that takes its index over from one that never released it
+// (crashed, stalled past its lease, its last write failed) is told so,
+// in the same epoch (State.TakenOver) and in a new one made from a fenced
+// epoch some index of which was never released (Epoch.Unreleased): the
+// tasks such holders finished after their last marks may be done again,
+// and the consumer announces them. A clean release tells nothing.
+func TestOpenSaysWhatWasNotReleased(t *testing.T) {
+	srv := redistest.Start(t)
+	l := NewRedis(srv.Client(), "unreleased")
+	ctx := context.Background()
+	one := []transport.Position{{}}
+	open := func(r, k int, tok int64) *State {
+		t.Helper()
+		st, err := l.Open(ctx, OpenRequest{Replicas: r, Index: k, Token: tok, Origin: one, Ends: []transport.Position{transport.Offset(500)}})
+		if err != nil {
+			t.Fatalf("Open(%d replicas, index %d, token %d): %v", r, k, tok, err)
+		}
+		return st
+	}
+	release := func(st *State, r, k int, tok int64) {
+		t.Helper()
+		if err := l.Write(ctx, WriteRequest{Epoch: st.Current.N, Token: tok, Index: k, Replicas: r, Release: true,
+			Marks: map[int]Mark{0: {Low: transport.Offset(10), High: transport.Offset(10)}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st := open(1, 0, 1); st.TakenOver {
+		t.Error("the first opener: TakenOver; want not")
+	}
+	if st := open(1, 0, 2); !st.TakenOver {
+		t.Error("index 0 taken from token 1, which never released it: not TakenOver")
+	} else {
+		release(st, 1, 0, 2)
+	}
+	if st := open(1, 0, 3); st.TakenOver {
+		t.Error("index 0 taken from token 2, which released it: TakenOver")
+	}
+	// Epoch 2 (2 replicas) is fenced; index 0 releases it, index 1 does not.
+	st0, st1 := open(2, 0, 4), open(2, 1, 4)
+	if !st0.Current.Fenced || st0.Current.Unreleased != nil || st1.Current.Unreleased != nil {
+		t.Fatalf("epoch 2: fenced %v, unreleased %+v; want fenced, and nothing unreleased (epoch 1's holder, token 3, is counted as released?)", st0.Current.Fenced, st0.Current.Unreleased)
+	}
+	release(st0, 2, 0, 4)
+	st := open(3, 2, 5)
+	u := st.Current.Unreleased
+	if u == nil || u.Replicas != 2 || !slices.Equal(u.Indexes, []int{1}) || u.Ends[0] != transport.Offset(500) {
+		t.Fatalf("epoch 3 made while epoch 2's index 1 was held: Unreleased %+v; want 2 replicas, [1], ends [500]", u)
+	}
+	if !u.MayRedo(0, transport.Offset(499), 1) || u.MayRedo(0, transport.Offset(500), 1) || u.MayRedo(0, transport.Offset(10), 2) {
+		t.Error("MayRedo: want true for index 1's task below the end, false at the end or for index 0's")
+	}
+	if st := open(3, 0, 5); st.Current.Unreleased == nil {
+		t.Error("another opener of epoch 3 does not see what was not released")
+	}
+}

@@ -169,6 +169,7 @@ func (tr *term) invoke(w *worker, t *task, what userCall) (err error, attached b
 		return errGateClosed, true
 	}
 	tr.sh.running.Add(1)
+	shard, pos := t.shard, t.pos // t is not this goroutine's once it is detached
 	// Counted as running first, then the pause read: whoever sees the
 	// pause (Stats().Paused) and then nothing running knows no handler
 	// call begins until the resume; one that passed mayStart before the
@@ -204,6 +205,9 @@ func (tr *term) invoke(w *worker, t *task, what userCall) (err error, attached b
 	tr.sh.running.Add(-1)
 	tr.gate.Leave()
 	if !w.end() {
+		if err == nil && what != callOnError {
+			tr.rememberLate(shard, pos) // done after its term: not again by this worker
+		}
 		tr.lateReturn(t.m.Key, err)
 		return nil, false
 	}

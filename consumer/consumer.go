@@ -69,6 +69,8 @@ type shared struct {
 	failingTasks                                        atomic.Int64 // tasks whose last attempt failed
 	fetching, opening, writing, deadLettering, badShard trouble
 
+	finished unwritten // tasks this worker finished and did not write (repeats.go)
+
 	lastErr atomic.Pointer[lastError]  // the last failed attempt, for presence
 	firsts  atomic.Pointer[firstTaken] // when the last term's unfinished tasks were first taken
 

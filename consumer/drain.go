@@ -2,7 +2,10 @@ package consumer
 
 import (
 	"context"
+	"errors"
 	"time"
+
+	"github.com/nandi-go/nandi/checkpoint"
 )
 
 // overdueGrace is how long after its context has ended a handler may take
@@ -47,14 +50,17 @@ func (tr *term) drain(shutdown bool) {
 		intakeDetached = intake
 		if n > 0 {
 			tr.sh.stats.overdueTotal.Add(int64(n))
-			var keys []string
+			var keys, positions []string
 			for _, t := range late {
 				if t.m != nil {
 					keys = append(keys, t.m.Key)
+					positions = append(positions, shardPos(t.shard, t.pos))
 				}
 			}
-			tr.log.WarnContext(tr.ctx, "handlers overdue: still running after their term, their context ended; the next holder may run their tasks while they do (one more line when they have all returned)",
-				"count", n, "keys", keys[:min(len(keys), lateKeysShown)], "intake", intake)
+			// Every one, keys and positions (at most Concurrency): each of
+			// these tasks may run twice.
+			tr.log.WarnContext(tr.ctx, "handlers overdue: still running after their term, their context ended; the next holder may run their tasks while they do, so each may run twice (one more line when they have all returned)",
+				"count", n, "keys", keys, "positions", positions, "intake", intake)
 			if tr.late.detached(n) {
 				tr.logLate()
 			}
@@ -73,11 +79,16 @@ func (tr *term) drain(shutdown bool) {
 		// index's release, and the lease begins this worker's own next
 		// term at once (Term.Release).
 		release := !tr.moved.Load() && tr.grew.Load() == 0 && tr.again.Load() == nil
-		if err := tr.writeMarks(release); err == nil && release {
+		err := tr.writeMarks(release)
+		if err == nil && release {
 			tr.t.Release()
+		}
+		if err != nil && !errors.Is(err, checkpoint.ErrLate) {
+			tr.rememberUnwritten() // not again by this worker, whatever the ledger says
 		}
 		tr.keepAges()
 	}
+	tr.reportRedo()
 	tr.sh.drains.Observe(time.Since(start))
 	tr.log.InfoContext(tr.ctx, "drained", "took", time.Since(start))
 }

@@ -3,12 +3,15 @@ package consumer_test
 import (
 	"context"
 	"errors"
+	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/nandi-go/nandi/checkpoint"
 	"github.com/nandi-go/nandi/consumer"
 	"github.com/nandi-go/nandi/partition"
 	"github.com/nandi-go/nandi/transport"
@@ -300,5 +303,112 @@ func TestOldestUnfinishedAgeSurvivesARebalance(t *testing.T) {
 	}
 	if since := time.Since(joined); oldest <= since {
 		t.Errorf("the failing task's age is %v after a rebalance %v ago; want it older than the rebalance (it has failed since before)", oldest, since)
+	}
+}
+
+// A worker never runs again a task it finished in its own earlier term:
+// a handler that overran its term and then returned nil is remembered,
+// and the worker's next term, which meets the task again (the ledger
+// never heard it was done), skips it. The group is paused while terms
+// change, so that no call starts but the overdue one; before, the worker
+// ran the task a second time once resumed.
+func TestAWorkerSkipsWhatItFinishedAfterItsTerm(t *testing.T) {
+	client := server(t).Client()
+	ctx := context.Background()
+	log := memory.NewLog(1)
+	started, release := make(chan struct{}), make(chan struct{})
+	var mu sync.Mutex
+	calls := map[string]int{} // worker/key
+	g := newGroup(t, log.Source, consumer.Options{Concurrency: 2, CheckpointInterval: 20 * time.Millisecond},
+		func(w int, _ *partition.Lease) consumer.Handler {
+			return func(ctx context.Context, m *transport.Message) error {
+				mu.Lock()
+				calls[strconv.Itoa(w)+"/"+m.Key]++
+				first := calls[strconv.Itoa(w)+"/"+m.Key] == 1
+				mu.Unlock()
+				if m.Key == "x" && w == 1 && first {
+					close(started)
+					<-release // ignores its context: it overruns its term
+				}
+				return nil
+			}
+		})
+	w1 := g.start()
+	g.settle()
+	log.Append("x", []byte("x/0"))
+	<-started
+	if _, err := consumer.Pause(ctx, client, g.name, "terms change"); err != nil {
+		t.Fatal(err)
+	}
+	w2 := g.start()
+	waitFor(t, "x's handler overdue on worker 1", func() bool { return g.worker(w1).c.Stats().OverdueTotal == 1 })
+	close(release)
+	waitFor(t, "x's handler returned", func() bool { return g.worker(w1).c.Stats().Overdue == 0 })
+	g.stop(w2)
+	g.settle()
+	if _, err := consumer.Resume(ctx, client, g.name); err != nil {
+		t.Fatal(err)
+	}
+	log.Append("y", []byte("y/0"))
+	waitFor(t, "y handled", func() bool { return g.countKey("y") == 1 })
+	time.Sleep(100 * time.Millisecond) // x again, if at all, would have started by now
+	mu.Lock()
+	defer mu.Unlock()
+	if calls["1/x"] != 1 || calls["2/x"] != 0 {
+		t.Errorf("x was run %d times by worker 1 and %d by worker 2; want once, by worker 1 (overdue, then finished)", calls["1/x"], calls["2/x"])
+	}
+}
+
+// A worker that takes its index over from a holder that never released
+// it (crashed, or stalled past its lease) announces what it may do a
+// second time: the tasks it takes between that holder's marks and the
+// log's end when it opened are counted (Stats.Redone) and named in one
+// Warn line when its term ends; tasks written after it opened are not.
+func TestATakeoverFromAHolderThatNeverReleasedIsAnnounced(t *testing.T) {
+	client := server(t).Client()
+	ctx := context.Background()
+	log := memory.NewLog(1)
+	var at []transport.Position
+	for i := range 10 {
+		_, p := log.Append(strconv.Itoa(i), []byte(strconv.Itoa(i)+"/0"))
+		at = append(at, transport.Offset(p))
+	}
+	rec := &warnLog{}
+	g := newGroup(t, log.Source, consumer.Options{Logger: slog.New(rec)}, func(int, *partition.Lease) consumer.Handler {
+		return func(context.Context, *transport.Message) error { return nil }
+	})
+	// The former holder of index 0 (token 1000) wrote that the first 3
+	// are done, and never released the index.
+	ledger := checkpoint.NewRedis(client, g.name)
+	st, err := ledger.Open(ctx, checkpoint.OpenRequest{Replicas: 1, Token: 1000, Origin: []transport.Position{{}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ledger.Write(ctx, checkpoint.WriteRequest{Epoch: st.Current.N, Token: 1000, Replicas: 1,
+		Marks: map[int]checkpoint.Mark{0: {Low: at[3], High: at[3]}}}); err != nil {
+		t.Fatal(err)
+	}
+	w := g.start()
+	waitFor(t, "the 7 tasks past the marks", func() bool { return g.count() == 7 })
+	for i := 10; i < 15; i++ {
+		log.Append(strconv.Itoa(i), []byte(strconv.Itoa(i)+"/0"))
+	}
+	waitFor(t, "the 5 written after", func() bool { return g.count() == 12 })
+	st2 := g.worker(w).c.Stats()
+	g.stop(w)
+	if st2.Redone != 7 {
+		t.Errorf("Stats.Redone = %d; want 7, the tasks between the former holder's marks and the log's end when the worker opened", st2.Redone)
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	var lines []string
+	for _, m := range rec.msgs {
+		if strings.HasPrefix(m, "tasks a former holder may have done") {
+			lines = append(lines, m)
+		}
+	}
+	want := "ranges=[0/" + at[3].String() + ".." + at[9].String() + "]"
+	if len(lines) != 1 || !strings.Contains(lines[0], "count=7") || !strings.Contains(lines[0], want) {
+		t.Errorf("the term's lines of tasks redone: %q; want one, count=7 and %s", lines, want)
 	}
 }

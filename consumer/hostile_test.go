@@ -560,7 +560,8 @@ func (h *warnLog) Handle(_ context.Context, r slog.Record) error {
 }
 
 // Twenty handlers overdue at a shutdown are two Warn lines, not one per
-// handler: that they are overdue (with their count and keys), and, once
+// handler: that they are overdue (with their count, and every key and
+// position: each of their tasks may run twice), and, once
 // the last has returned, that they all have (count, failures, keys). On
 // a busy machine a line per handler hid the rest of the log.
 func TestOverdueHandlersAreTwoLinesNotOnePerHandler(t *testing.T) {
@@ -607,6 +608,14 @@ func TestOverdueHandlersAreTwoLinesNotOnePerHandler(t *testing.T) {
 		switch {
 		case strings.HasPrefix(m, "handlers overdue:") && strings.Contains(m, "count=20"):
 			overdue++
+			// Each may run twice: every one is named, by key and position.
+			_, ps, _ := strings.Cut(m, "positions=[")
+			ps, _, _ = strings.Cut(ps, "]")
+			_, ks, _ := strings.Cut(m, "keys=[")
+			ks, _, _ = strings.Cut(ks, "]")
+			if len(strings.Fields(ps)) != n || len(strings.Fields(ks)) != n {
+				t.Errorf("the overdue line names %d positions and %d keys; want all %d: %s", len(strings.Fields(ps)), len(strings.Fields(ks)), n, m)
+			}
 		case strings.HasPrefix(m, "overdue handlers returned:") && strings.Contains(m, "count=20") && strings.Contains(m, "failed=1"):
 			returned++
 		}

@@ -189,6 +189,13 @@ func (tr *term) filter(ms []*transport.Message) (offers []offer, n int, ok bool)
 			}
 			continue
 		}
+		if tr.sh.finished.has(m.Shard, m.Position, id) { // this worker's, done in an earlier term and not written
+			doneBefore++
+			if m.Ack != nil {
+				m.Ack()
+			}
+			continue
+		}
 		offers = append(offers, offer{m: m, id: id, err: err, i: i})
 	}
 	if userID && !tr.leaveIntake() {
@@ -210,6 +217,15 @@ func (tr *term) filter(ms []*transport.Message) (offers []offer, n int, ok bool)
 			kept = append(kept, o)
 		}
 		offers = kept
+		if tr.redo != nil {
+			var n int64
+			for _, o := range offers {
+				if tr.redo.at(o.m.Shard, o.m.Position, o.id) {
+					n++
+				}
+			}
+			tr.sh.stats.redone.Add(n)
+		}
 	}
 	tr.sh.stats.notOwned.Add(notOwned)
 	tr.sh.stats.doneBefore.Add(doneBefore)

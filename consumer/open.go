@@ -102,6 +102,15 @@ func (tr *term) openOnce() (transport.Reader, error) {
 		from = st.From(tr.a.Index)
 	}
 	tr.noteLedger(req, st)
+	tr.sh.finished.prune(from, req.Rewound)
+	tr.redo = openRedo(st, info.Ends)
+	if tr.redo != nil && tr.redo.un == nil {
+		tr.log.WarnContext(tr.ctx, "taking over what a former holder may have done: tasks up to the log's end now may run twice; they are counted (Stats.Redone) and listed when the term ends",
+			"why", tr.redo.why, "from", from, "ends", info.Ends)
+	} else if tr.redo != nil {
+		tr.log.WarnContext(tr.ctx, "taking over what a former holder may have done: its tasks up to the log's end when the epoch was made may run twice; they are counted (Stats.Redone) and listed when the term ends",
+			"why", tr.redo.why, "replicas", tr.redo.un.Replicas, "indexes", tr.redo.un.Indexes, "ends", tr.redo.un.Ends)
+	}
 	// The shards to read: on an aligned log, those the index can own tasks
 	// in, and those whose cut (where the log grew) its mark is below: what
 	// lies below a cut was placed by an older count, and every index reads

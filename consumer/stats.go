@@ -24,7 +24,15 @@ type Stats struct {
 	PausedSince time.Time
 	Handled     int64 // tasks whose handler succeeded
 	NotOwned    int64 // messages skipped as another index's
-	DoneBefore  int64 // messages skipped as finished by an earlier epoch
+	DoneBefore  int64 // messages skipped as finished: by an earlier epoch, or by this worker in an earlier term after its last checkpoint
+	// Redone counts the tasks taken that a former holder may have done
+	// already: it did not release its index (it crashed, stalled past its
+	// lease, or its last write failed), or the ledger was lost. Each may
+	// run twice; a term logs them (their shards and positions) when it
+	// ends. The other way a task runs twice, a handler that overran its
+	// lease, is OverdueTotal, logged with the keys and positions by the
+	// worker that ran it.
+	Redone      int64
 	Failed      int64 // failed attempts (a panic is one)
 	DeadLetters int64 // tasks given to DeadLetter successfully
 	// DeadLetterFailures counts the DeadLetter calls that failed (a
@@ -92,7 +100,7 @@ type Stats struct {
 type stats struct {
 	handled, notOwned, doneBefore, failed, deadLetters, skipped, abandoned, unheld, checkpoints, terms     atomic.Int64
 	panics, fetchFailures, openFailures, checkpointFailures, badShard, overdueTotal, ledgerLosses, rewinds atomic.Int64
-	corruptLedger, reread, read, owned, rateWaits, misplaced, fencedHandoffs, deadLetterFailures           atomic.Int64
+	corruptLedger, reread, read, owned, rateWaits, misplaced, fencedHandoffs, deadLetterFailures, redone   atomic.Int64
 }
 
 // Stats returns the counts so far.
@@ -100,7 +108,7 @@ func (c *Consumer) Stats() Stats {
 	s := &c.stats
 	out := Stats{
 		Handled: s.handled.Load(), NotOwned: s.notOwned.Load(), DoneBefore: s.doneBefore.Load(),
-		Failed: s.failed.Load(), DeadLetters: s.deadLetters.Load(), Skipped: s.skipped.Load(), DeadLetterFailures: s.deadLetterFailures.Load(),
+		Failed: s.failed.Load(), DeadLetters: s.deadLetters.Load(), Skipped: s.skipped.Load(), DeadLetterFailures: s.deadLetterFailures.Load(), Redone: s.redone.Load(),
 		Abandoned: s.abandoned.Load(), Unheld: s.unheld.Load(), Checkpoints: s.checkpoints.Load(), Terms: s.terms.Load(),
 		Panics: s.panics.Load(), FetchFailures: s.fetchFailures.Load(), OpenFailures: s.openFailures.Load(),
 		CheckpointFailures: s.checkpointFailures.Load(), BadShard: s.badShard.Load(), OverdueTotal: s.overdueTotal.Load(),

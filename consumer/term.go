@@ -80,6 +80,9 @@ type term struct {
 	// below their cuts are done with): nil when it need not.
 	again   atomic.Pointer[string]
 	writeMu sync.Mutex // one checkpoint write at a time
+	// redo is the term's window of tasks a former holder may have done
+	// (repeats.go); nil: none. Set when the term opens.
+	redo *redo
 
 	done chan struct{} // closed when serve is done: the watcher returns
 	wg   sync.WaitGroup

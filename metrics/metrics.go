@@ -165,7 +165,7 @@ type consumerCollector struct {
 	oldest, unserved, openFailures               *prometheus.Desc
 	fetchFailures, writeFailures, ledgerLosses   *prometheus.Desc
 	rewinds, handling, groupLagMessages          *prometheus.Desc
-	fencedHandoffs, deadLetterFailures           *prometheus.Desc
+	fencedHandoffs, deadLetterFailures, redone   *prometheus.Desc
 	groupLagSeconds, corruptLedger, waiting      *prometheus.Desc
 	reread, read, owned, rateWaits, paused       *prometheus.Desc
 }
@@ -213,6 +213,7 @@ func consumerCollectorOf(group string, stats func() consumer.Stats, lag func() (
 		groupLagMessages:   prometheus.NewDesc(prometheus.BuildFQName(o.Namespace, "group", "lag_messages"), "Offsets between the group's lowest checkpoint and the log's end.", []string{"shard"}, cl),
 		groupLagSeconds:    prometheus.NewDesc(prometheus.BuildFQName(o.Namespace, "group", "lag_seconds"), "Entry time between the group's lowest checkpoint and the stream's end (Redis Streams).", []string{"shard"}, cl),
 		rewinds:            d("rewinds_total", "Shards found to end below their checkpoint (a log recreated): read again from their start."),
+		redone:             d("redone_total", "Tasks taken that a former holder may have done already (it did not release its index: crashed or stalled; or the ledger was lost): each may have run twice, and the term logs their positions."),
 		deadLetterFailures: d("dead_letter_failures_total", "DeadLetter calls that failed (Redis unreachable, the dead-letter stream full): each retried with backoff, its task kept."),
 		fencedHandoffs:     d("fenced_handoffs_total", "Terms served from a provisional lease: taken at a change of the group once every former holder released its share (the fenced handoff)."),
 		drains:             d("drain_duration_seconds", "Time from stopping intake to the last handler's return, per drain."),
@@ -225,7 +226,7 @@ func consumerCollectorOf(group string, stats func() consumer.Stats, lag func() (
 
 func (c *consumerCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.messages, c.failures, c.inFlight, c.drains, c.writes, c.terms, c.lagMessages, c.lagSeconds, c.droppedDesc,
-		c.panics, c.overdue, c.overdueTotal, c.pending, c.oldest, c.unserved, c.openFailures, c.fetchFailures, c.writeFailures, c.ledgerLosses, c.rewinds, c.fencedHandoffs, c.deadLetterFailures, c.handling, c.groupLagMessages, c.groupLagSeconds, c.corruptLedger, c.waiting, c.reread, c.read, c.owned, c.rateWaits, c.paused} {
+		c.panics, c.overdue, c.overdueTotal, c.pending, c.oldest, c.unserved, c.openFailures, c.fetchFailures, c.writeFailures, c.ledgerLosses, c.rewinds, c.fencedHandoffs, c.deadLetterFailures, c.redone, c.handling, c.groupLagMessages, c.groupLagSeconds, c.corruptLedger, c.waiting, c.reread, c.read, c.owned, c.rateWaits, c.paused} {
 		ch <- d
 	}
 }
@@ -258,6 +259,7 @@ func (c *consumerCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.rewinds, s.Rewinds)
 	counter(c.fencedHandoffs, s.FencedHandoffs)
 	counter(c.deadLetterFailures, s.DeadLetterFailures)
+	counter(c.redone, s.Redone)
 	gauge := func(d *prometheus.Desc, v float64, lv ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, lv...)
 	}

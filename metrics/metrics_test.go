@@ -90,7 +90,7 @@ func TestEveryFigureHasItsMetric(t *testing.T) {
 	cs := consumer.Stats{Handled: 31, NotOwned: 32, DoneBefore: 33, Failed: 34, DeadLetters: 35, Abandoned: 36,
 		Unheld: 37, Checkpoints: 38, Terms: 39, InFlight: 40, Drains: d.Snapshot(),
 		Skipped: 50, Panics: 51, FetchFailures: 52, OpenFailures: 53, CheckpointFailures: 54, BadShard: 55,
-		OverdueTotal: 56, LedgerLosses: 57, Rewinds: 62, FencedHandoffs: 70, DeadLetterFailures: 71, CorruptLedger: 63, Waiting: 64, Reread: 65, Read: 66, Owned: 67, RateWaits: 68, Paused: true, PausedSince: time.UnixMilli(69000), Handling: hd.Snapshot(), Overdue: 58, Unserved: true, Pending: 59, Oldest: []time.Duration{60 * time.Second, 61 * time.Second}}
+		OverdueTotal: 56, LedgerLosses: 57, Rewinds: 62, FencedHandoffs: 70, DeadLetterFailures: 71, Redone: 72, CorruptLedger: 63, Waiting: 64, Reread: 65, Read: 66, Owned: 67, RateWaits: 68, Paused: true, PausedSince: time.UnixMilli(69000), Handling: hd.Snapshot(), Overdue: 58, Unserved: true, Pending: 59, Oldest: []time.Duration{60 * time.Second, 61 * time.Second}}
 	pos := func() (partition.Assignment, []transport.Position, bool) {
 		return ls.Current, []transport.Position{transport.Offset(100), {Hi: 5000, Lo: 1}}, true
 	}
@@ -126,7 +126,7 @@ func TestEveryFigureHasItsMetric(t *testing.T) {
 		"nandi_consumer_messages_total{outcome=skipped}": 50, "nandi_consumer_panics_total": 51,
 		"nandi_consumer_fetch_failures_total": 52, "nandi_consumer_open_failures_total": 53,
 		"nandi_consumer_checkpoint_failures_total": 54, "nandi_consumer_messages_total{outcome=bad_shard}": 55,
-		"nandi_consumer_overdue_handlers_total": 56, "nandi_consumer_ledger_losses_total": 57, "nandi_consumer_rewinds_total": 62, "nandi_consumer_fenced_handoffs_total": 70, "nandi_consumer_dead_letter_failures_total": 71, "nandi_consumer_handler_duration_seconds": 3,
+		"nandi_consumer_overdue_handlers_total": 56, "nandi_consumer_ledger_losses_total": 57, "nandi_consumer_rewinds_total": 62, "nandi_consumer_fenced_handoffs_total": 70, "nandi_consumer_dead_letter_failures_total": 71, "nandi_consumer_redone_total": 72, "nandi_consumer_handler_duration_seconds": 3,
 		"nandi_consumer_ledger_corrupt_total": 63, "nandi_consumer_waiting": 64, "nandi_consumer_reread_total": 65,
 		"nandi_consumer_read_total": 66, "nandi_consumer_owned_total": 67, "nandi_consumer_rate_waits_total": 68, "nandi_consumer_paused_since_seconds": 69,
 		"nandi_group_lag_messages{shard=0}": 51, "nandi_group_lag_seconds{shard=1}": 5.5,

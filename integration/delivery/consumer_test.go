@@ -3,6 +3,7 @@ package delivery
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"strconv"
 	"strings"
@@ -56,10 +57,17 @@ type fleet struct {
 	// fenced counts the terms the stopped workers served from a
 	// provisional lease (Stats.FencedHandoffs).
 	fenced atomic.Int64
-	mu     sync.Mutex
-	rec    []handling
-	next   int
-	live   map[int]*member
+	// announcedTwice counts the tasks check found handled twice that a
+	// worker had announced (a handler that overran its lease, a holder
+	// that did not release): allowed, never silent.
+	announcedTwice int
+	// said is what the workers announced may run twice: a task handled
+	// twice must be in it (check).
+	said *announcements
+	mu   sync.Mutex
+	rec  []handling
+	next int
+	live map[int]*member
 }
 
 type member struct {
@@ -97,6 +105,14 @@ func (f *fleet) start() int {
 		return nil
 	}
 	copt := f.copt
+	if copt.Logger == nil {
+		f.mu.Lock()
+		if f.said == nil {
+			f.said = newAnnouncements()
+		}
+		copt.Logger = slog.New(f.said.handler())
+		f.mu.Unlock()
+	}
 	if f.serveToCap != nil && f.serveToCap(id) {
 		copt.ServeToCap = true
 		copt.ShutdownTimeout = 4 * f.opts.Interval
@@ -191,8 +207,14 @@ func (f *fleet) check(ids, each int) {
 			dups = append(dups, p)
 		}
 		if p, dup := seen[k]; dup {
-			report("id %d seq %d (shard %d position %v) handled twice: by worker %d (%+v, ended %s, %s before its context's deadline) and by worker %d (%+v, started %s)",
+			what := fmt.Sprintf("id %d seq %d (shard %d position %v) handled twice: by worker %d (%+v, ended %s, %s before its context's deadline) and by worker %d (%+v, started %s)",
 				r.id, r.seq, r.shard, r.pos, p.worker, p.held, p.end.Format("15:04:05.000"), p.ctxAt.Sub(p.end), r.worker, r.held, r.start.Format("15:04:05.000"))
+			if f.said != nil && f.said.said(r.shard, r.pos) {
+				f.announcedTwice++
+				f.t.Logf("%s; announced", what)
+			} else {
+				report("%s; announced by no worker", what)
+			}
 		}
 		seen[k] = r
 		if p, ok := last[r.id]; ok {
@@ -220,6 +242,9 @@ func (f *fleet) check(ids, each int) {
 	}
 	if missing > 0 || bad > 0 {
 		f.t.Errorf("%d of %d messages missing, %d violations", missing, ids*each, bad)
+	}
+	if f.announcedTwice > 0 {
+		f.t.Logf("figures: %d of %d messages handled twice, each announced by the worker that overran its lease or the one that took over from a holder that did not release", f.announcedTwice, ids*each)
 	}
 	if len(dups) > 0 && f.srv != nil {
 		// What the ledger says of the first handlers' marks.
