@@ -8,8 +8,12 @@ PKGS      := ./...
 # group of leases on 2 cores.
 NOT_INTEGRATION = $(shell $(GO) list ./... | grep -v /integration)
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
+# The suites, in the order they run; each is a target of its own.
+PACKAGES := test-race test-watermill-suite
+SYSTEMS  := test-sim test-scenarios test-deploy test-pgsink test-examples test-payments
 
-.PHONY: tidy test test-packages test-systems test-unit test-integration test-loaded chaos model bench lint fuzz
+.PHONY: tidy test test-packages test-systems test-unit test-integration test-loaded chaos model bench lint fuzz \
+	$(PACKAGES) $(SYSTEMS) test-fault
 
 # Watermill's own suite (watermillpubsub's pubsub_test.go, build tag
 # !race) runs after test-packages' raced run, without -race, as the
@@ -29,26 +33,53 @@ STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # go test runs vet's high-confidence checks on every package it tests;
 # make lint runs all of vet and staticcheck (a separate go vet here cost 2m40s
 # of compiling without -race on a fresh machine).
+# Each suite runs whatever another one did: a failure is reported (make
+# names each target that failed, and the last line says so) and the rest
+# still run, the fault suite included.
 test: tidy
-	$(MAKE) -j2 --output-sync=target test-packages test-systems
-	$(GO) test -count=1 -timeout 15m ./integration/chaos/
+	@status=0; \
+	$(MAKE) -k -j2 --output-sync=target test-packages test-systems || status=1; \
+	$(MAKE) --no-print-directory test-fault || status=1; \
+	[ $$status -eq 0 ] || echo "make test: FAILED: the suites above that failed are named by make's 'Error' lines; every suite ran"; \
+	exit $$status
 
-# The packages' own tests, with -race.
+# The packages' own tests, with -race, then Watermill's suite.
 test-packages:
+	@status=0; for t in $(PACKAGES); do $(MAKE) --no-print-directory $$t || status=1; done; exit $$status
+
+test-race:
 	$(GO) test -race -count=1 -timeout 15m $(NOT_INTEGRATION)
+
+test-watermill-suite:
 	$(GO) test -count=1 -timeout 15m -run '^TestPubSubOver' ./watermillpubsub/
 
 # The simulation, the scenarios against real servers and the modules of
-# their own. make test runs this beside test-packages (a test here must
-# pass on a busy machine anyway: make test-loaded), and the fault suite
+# their own, one after another, beside test-packages (a test here must
+# pass on a busy machine anyway: make test-loaded); the fault suite runs
 # after both: its failovers are timed against bounds of a few seconds.
 test-systems:
+	@status=0; for t in $(SYSTEMS); do $(MAKE) --no-print-directory $$t || status=1; done; exit $$status
+
+test-sim:
 	$(GO) test -count=1 -timeout 15m -run TestSimulationAtScale ./partition/
+
+test-scenarios:
 	$(GO) test -count=1 -p 1 -timeout 15m ./integration/ ./integration/delivery/
+
+test-deploy:
 	cd deploy && $(GO) vet ./... && $(GO) test -count=1 ./...
+
+test-pgsink:
 	cd sink/pgsink && $(GO) vet ./... && $(GO) test -race -count=1 -skip '^TestSink' ./... && $(GO) test -count=1 -run '^TestSink' ./...
+
+test-examples:
 	cd examples && $(GO) vet ./... && $(GO) test -race -count=1 ./...
+
+test-payments:
 	cd examples/payments && $(GO) vet ./... && $(GO) test -count=1 ./...
+
+test-fault:
+	$(GO) test -count=1 -timeout 15m ./integration/chaos/
 
 # make test 3 times in a row with every core kept busy by a shell loop, as
 # on a shared, noisy machine: a test that passes only on a quiet machine

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"strconv"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -329,6 +330,78 @@ func TestPerIDOrderOnFakeTime(t *testing.T) {
 				if a := q.acked(fmt.Sprintf("%s/%d", key, n)); a != 1 {
 					t.Errorf("%s/%d acknowledged %d times; want 1", key, n, a)
 				}
+			}
+		}
+	})
+}
+
+// The group's rate, used in full and re-split at each change of mapping,
+// on fake time: with a backlog, 3 -> 5 -> 2 workers start GroupRate
+// handler calls a second between them (at least 90% of it, and at most
+// it and the bursts), whatever else the machine runs. A worker that kept
+// its old share at a change (5 -> 2: 2 x 60/s) would fall short; one that
+// enforced the whole rate alone would pass it. The same scenario on a
+// real redis-server (TestGroupRateHoldsThroughMembershipChanges) proves
+// the ceiling, which a busy machine can only lower.
+func TestGroupRateIsUsedInFullOnFakeTime(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const groupRate, groupBurst = 300.0, 30
+		reg, q := leaseseam.NewRegistry(), newFakeQueue()
+		var mu sync.Mutex
+		var starts []time.Time
+		h := func(context.Context, *transport.Message) error {
+			mu.Lock()
+			starts = append(starts, time.Now())
+			mu.Unlock()
+			return nil
+		}
+		opts := consumer.Options{Concurrency: 4, GroupRate: groupRate, GroupBurst: groupBurst, MaxPending: 1 << 14}
+		var live []*fakeWorker
+		for _, size := range []int{3, 5, 2} {
+			for len(live) < size {
+				live = append(live, startFake(t, reg, q, h, opts))
+			}
+			for len(live) > size {
+				w := live[len(live)-1]
+				live = live[:len(live)-1]
+				w.stop()
+				if err := <-w.done; err != nil {
+					t.Fatal(err)
+				}
+			}
+			// Settled: every worker serves a term of the group's size.
+			for range 1000 {
+				ok := true
+				for _, w := range live {
+					a, held := w.l.Current()
+					ok = ok && held && a.Replicas == size && w.c.Reading() != nil
+				}
+				if ok {
+					break
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			for x := range 1500 { // 5 seconds' worth: a backlog through the window
+				q.publish(strconv.Itoa(x%500), x)
+			}
+			time.Sleep(time.Second) // past each term's burst
+			mu.Lock()
+			before := len(starts)
+			mu.Unlock()
+			time.Sleep(2 * time.Second)
+			mu.Lock()
+			got := float64(len(starts)-before) / 2
+			mu.Unlock()
+			t.Logf("figures: %d workers, GroupRate %v: %.0f handler calls a second on fake time", size, groupRate, got)
+			if got < 0.9*groupRate || got > groupRate+groupBurst {
+				t.Errorf("%d workers: %.0f calls a second with a backlog; want GroupRate %v (90%% to it and a burst)", size, got, groupRate)
+			}
+			time.Sleep(10 * time.Second) // the backlog drains before the next change
+		}
+		for _, w := range live {
+			w.stop()
+			if err := <-w.done; err != nil {
+				t.Fatal(err)
 			}
 		}
 	})

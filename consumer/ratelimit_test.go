@@ -17,10 +17,11 @@ import (
 // A group limited to GroupRate handler calls a second stays within it
 // through 3 -> 5 -> 2 workers, over every sliding window of a second,
 // with no coordinator (each worker enforces GroupRate/Replicas of its
-// term), and uses at least 90% of it while there is a backlog. A worker
-// that kept its old share at a change of mapping (3 -> 5: 5 x 100/s), or
-// enforced the whole rate alone, would pass the bound; none waiting would
-// run thousands a second.
+// term). A worker that kept its old share at a change of mapping
+// (3 -> 5: 5 x 100/s), or enforced the whole rate alone, would break the
+// bound; none waiting would run thousands a second. The rate used while
+// settled is a figure here (a busy machine lowers it); that it is used in
+// full is TestGroupRateIsUsedInFullOnFakeTime's.
 func TestGroupRateHoldsThroughMembershipChanges(t *testing.T) {
 	forEachConcurrency(t, func(t *testing.T, conc int) {
 		const (
@@ -86,11 +87,11 @@ func TestGroupRateHoldsThroughMembershipChanges(t *testing.T) {
 			time.Sleep(2 * time.Second)
 			to := time.Now()
 			got := float64(startsIn(from, to)) / to.Sub(from).Seconds()
+			// A figure, not an assertion: a busy machine runs fewer calls
+			// than the rate allows. That the rate is used in full, at
+			// every size, is TestGroupRateIsUsedInFullOnFakeTime's.
 			t.Logf("figures: %d workers (Concurrency %d), GroupRate %v: %.0f handler calls a second (%.0f%% of it) while settled",
 				size, conc, groupRate, got, 100*got/groupRate)
-			if got < 0.9*groupRate {
-				t.Errorf("%d workers: %.0f calls a second with a backlog; want at least 90%% of GroupRate %v", size, got, groupRate)
-			}
 		}
 		for _, w := range live {
 			g.stop(w)
