@@ -24,6 +24,14 @@
  * again (the consumer does when a write meets a new epoch, and once its
  * marks pass the cuts), and end terms cleanly.
  *
+ * A holder learns of a new epoch only when it writes: until then it reads
+ * on as its epoch says, and what it does is written there late, when that
+ * epoch is still in the history (lua: write.lua's "late"), or is lost,
+ * when it is not ("moved"). A task is skipped by a holder when a write
+ * recorded it done, in any epoch (the skip rule, which ledger.pml checks
+ * mark by mark); an epoch leaves the history when every High of it is at
+ * or below the new epoch's start (lua: successor()).
+ *
  * Properties, asserted after every step:
  *  nothing is skipped: every task of the current epoch's shard s below
  *    its low watermark there is done (the low watermark is what a log
@@ -31,7 +39,16 @@
  *    starts);
  *  realigning ends: every epoch has a cause (a term of other replicas,
  *    the growth, a late entry, the first misplaced one), so there are at
- *    most EPOCHS of them.
+ *    most EPOCHS of them;
+ *  nothing is done twice: no task is done by two holders, with no fault
+ *    (a holder left on an old epoch by realigns is not a fault);
+ *  the history is bounded: at most HISTORY epochs in it.
+ *
+ * The rule that keeps the last two: a realign waits (nothing written)
+ * until every index has opened the current epoch (lua: realign.lua,
+ * "wait"), so that no holder is ever two epochs behind: the only older
+ * epoch a holder still writes into is the current one's predecessor,
+ * which a successor always keeps.
  *
  * Seeded bugs, each refused by it:
  *  BUG_OLD    the rule as it was: a grown log keeps its old count for the
@@ -46,6 +63,12 @@
  *  BUG_TRUST  the growth followed, but no message's placement checked: a
  *             task the rogue producer put where its owner does not read is
  *             passed by the others.
+ *  BUG_EAGER  the rule as it was before "wait": a realign makes an epoch
+ *             whoever has not opened the current one. A holder left two
+ *             epochs behind (its share gets no late entries) writes into
+ *             an epoch a later realign dropped from the history: moved,
+ *             its marks lost, and its tasks done again (found on a Redis
+ *             stream by the issue: 94 of 3,600 tasks twice, no fault).
  */
 
 #define S 3            /* shards, at most */
@@ -65,6 +88,9 @@
 #ifndef ROGUE
 #define ROGUE 1        /* entries the rogue producer writes */
 #endif
+#ifndef HISTORY
+#define HISTORY 4      /* epochs in the history, at most */
+#endif
 #define E(s, p) ((s) * L + (p))
 /* each epoch has a cause: a term of other replicas, the growth, a late
    entry, the first misplaced one */
@@ -75,7 +101,8 @@ byte shards = 2;       /* the log's shards */
 byte pcount = 2;       /* the producer's count */
 byte nlen[S];
 byte id[S * L];
-bool done[S * L];
+byte done[S * L];      /* how many times each task was done */
+bool rec[S * L];       /* a write recorded it done (the skip rule sees it) */
 byte written;
 byte rogue;
 
@@ -89,6 +116,11 @@ byte eshards;
 byte ep;               /* its number */
 byte start[S];
 byte cut[S];           /* c + 1: entries below c were placed by an older count; 0: none */
+byte eopen;            /* the indexes that opened it (bit k) */
+/* The history: which epochs are in it, and each one's highest mark per
+   shard (lua: `n:hi:s`, at least its start) */
+bool kept[EPOCHS + 2];  /* one more: an epoch past EPOCHS is recorded, and check refuses it */
+byte hi[(EPOCHS + 2) * S];
 byte mk[S * RM];       /* mark of (s, k): the next entry to read */
 bool hasMk[S * RM];
 #define MK(s, k) (hasMk[(s) * RM + (k)] -> mk[(s) * RM + (k)] : start[s])
@@ -100,6 +132,10 @@ byte wr[W];
 byte wep[W];           /* the epoch it opened */
 byte rd[W];            /* the shards it reads (bit s) */
 byte nxt[S * W];       /* the next entry it reads, per shard */
+byte wA[W];            /* its epoch's aligned count, */
+byte wwas[W];          /* the count before the growth, */
+byte wcut[S * W];      /* and cuts, as it opened them */
+byte dirty[W];         /* tasks it did and has not written (bit E(s, p)) */
 byte terms;
 
 /* lua: canOwn(A, r, s, k); gcd(A, r) for A and r in {2, 3} */
@@ -138,11 +174,21 @@ inline successor(nr, nA, grown, extend) {
 		:: else -> skip
 		fi
 	}
+	/* the history: an epoch stays while a High of it lies above the new
+	   start, and the current one always (its holders drain into it) */
+	for (i : 1 .. EPOCHS) {
+		if
+		:: kept[i] && i != ep ->
+			kept[i] = false;
+			for (s : 0 .. S - 1) { if :: hi[i * S + s] > ns[s] -> kept[i] = true :: else -> skip fi }
+		:: else -> skip
+		fi
+	}
 	if :: grown > 0 -> ewas = grown :: else -> skip fi;
-	er = nr; eA = nA; ep++;
+	er = nr; eA = nA; ep++; eopen = 0; kept[ep] = true;
 	eshards = (shards > eshards -> shards : eshards);
 	for (s : 0 .. S - 1) {
-		start[s] = ns[s]; cut[s] = nc[s]; ns[s] = 0; nc[s] = 0;
+		start[s] = ns[s]; cut[s] = nc[s]; hi[ep * S + s] = ns[s]; ns[s] = 0; nc[s] = 0;
 		for (i : 0 .. RM - 1) { hasMk[s * RM + i] = false; mk[s * RM + i] = 0 }
 	}
 }
@@ -151,7 +197,7 @@ inline successor(nr, nA, grown, extend) {
    shards it reads (Epoch.Reads), from its marks */
 inline open(w) {
 	if
-	:: er == 0 -> er = wr[w]; eA = shards; eshards = shards; ep = 1
+	:: er == 0 -> er = wr[w]; eA = shards; eshards = shards; ep = 1; kept[1] = true
 	:: er != 0 && er != wr[w] ->
 		k = 0;
 		if :: eA > 0 -> k = shards :: else -> skip fi;
@@ -163,23 +209,46 @@ inline open(w) {
 #endif
 	:: else -> skip
 	fi;
-	wep[w] = ep;
+	wep[w] = ep; eopen = eopen | (1 << wk[w]);
+	wA[w] = eA; wwas[w] = ewas;
 	rd[w] = 0;
 	for (s : 0 .. S - 1) {
+		wcut[s * W + w] = cut[s];
 		if :: s < eshards && READS(s, wk[w]) -> rd[w] = rd[w] | (1 << s); nxt[s * W + w] = MK(s, wk[w]) :: else -> skip fi
 	}
+}
+
+/* lua: write.lua for a holder of an older epoch (go: the drain's write
+   before it opens again): recorded there, "late", when the epoch is in the
+   history; lost, "moved", when it is not */
+inline flush(w) {
+	if
+	:: wep[w] != ep && kept[wep[w]] ->
+		for (s : 0 .. S - 1) {
+			for (p : 0 .. L - 1) {
+				if :: dirty[w] & (1 << E(s, p)) -> rec[E(s, p)] = true :: else -> skip fi
+			}
+			if :: (rd[w] & (1 << s)) && nxt[s * W + w] > hi[wep[w] * S + s] -> hi[wep[w] * S + s] = nxt[s * W + w] :: else -> skip fi
+		}
+	:: else -> skip
+	fi;
+	dirty[w] = 0
 }
 
 /* every task below the current epoch's low watermark is done */
 inline check() {
 	assert(ep <= EPOCHS);
+	x = 0;
+	for (i : 1 .. EPOCHS) { if :: kept[i] -> x++ :: else -> skip fi }
+	assert(x <= HISTORY);
+	for (p : 0 .. S * L - 1) { assert(done[p] <= 1) }
 	if
 	:: er != 0 ->
 		for (s : 0 .. S - 1) {
 			if
 			:: s < eshards ->
 				low(s, lo);
-				for (p : 0 .. L - 1) { assert(p >= lo || p >= nlen[s] || done[E(s, p)]) }
+				for (p : 0 .. L - 1) { assert(p >= lo || p >= nlen[s] || done[E(s, p)] > 0) }
 			:: else -> skip
 			fi
 		}
@@ -242,9 +311,9 @@ active proctype world() {
 		:: live[w] && (wep[w] != ep ||
 			((rd[w] & 1) && !CANOWN(0, wk[w]) && cut[0] != 0 && MK(0, wk[w]) >= cut[0] - 1) ||
 			((rd[w] & 2) && !CANOWN(1, wk[w]) && cut[1] != 0 && MK(1, wk[w]) >= cut[1] - 1)) ->
-			d_step { open(w); check(); CLEAR }
+			d_step { flush(w); open(w); check(); CLEAR }
 		/* a clean end: the drain wrote its marks */
-		:: live[w] -> d_step { live[w] = false; w = 0 }
+		:: live[w] -> d_step { flush(w); live[w] = false; check(); CLEAR }
 		:: else -> w = 0
 		fi
 	}
@@ -255,24 +324,45 @@ active proctype world() {
 		d_step {
 			p = nxt[s * W + w];
 			if
-			:: live[w] && wep[w] == ep && (rd[w] & (1 << s)) && p < nlen[s] ->
+			:: live[w] && (rd[w] & (1 << s)) && p < nlen[s] ->
 				x = id[E(s, p)];
-				/* go: Epoch.Placed */
-				placed = (eA == 0 || s >= eA || (cut[s] != 0 && p < cut[s] - 1) || x % eA == s);
+				/* go: Epoch.Placed, by the epoch it opened */
+				placed = (wA[w] == 0 || s >= wA[w] || (wcut[s * W + w] != 0 && p < wcut[s * W + w] - 1) || x % wA[w] == s);
 #if defined(BUG_TRUST) || defined(BUG_OLD)
 				placed = true;
 #endif
 				if
 				:: placed ->
-					if :: x % wr[w] == wk[w] -> done[E(s, p)] = true :: else -> skip fi;
-					/* and writes its mark (lua: write.lua; never backwards) */
+					/* the skip rule: what a write recorded done is not done again */
+					if :: x % wr[w] == wk[w] && !rec[E(s, p)] -> done[E(s, p)]++; dirty[w] = dirty[w] | (1 << E(s, p)) :: else -> skip fi;
 					nxt[s * W + w] = p + 1;
-					if :: p + 1 >= MK(s, wk[w]) -> mk[s * RM + wk[w]] = p + 1; hasMk[s * RM + wk[w]] = true :: else -> skip fi
-				:: !placed && shards > eA && x % shards == s ->
-					open(w)       /* go: the log grew under it: open again */
-				:: !placed && !(shards > eA && x % shards == s) && ewas > 0 && s < ewas && x % ewas == s ->
+					/* and writes its mark at once (lua: write.lua; never
+					   backwards); on an older epoch it writes when it
+					   learns of the new one (flush) */
+					if
+					:: wep[w] == ep ->
+						for (i : 0 .. S * L - 1) { if :: dirty[w] & (1 << i) -> rec[i] = true :: else -> skip fi }
+						dirty[w] = 0;
+						if :: p + 1 > hi[ep * S + s] -> hi[ep * S + s] = p + 1 :: else -> skip fi;
+						if :: p + 1 >= MK(s, wk[w]) -> mk[s * RM + wk[w]] = p + 1; hasMk[s * RM + wk[w]] = true :: else -> skip fi
+					:: else -> skip
+					fi
+				:: !placed && (wep[w] != ep || (shards > eA && x % shards == s)) ->
+					flush(w); open(w)  /* go: the epoch moved on (the realign is
+					                      refused), or the log grew under it: open again */
+#ifndef BUG_EAGER
+				:: !placed && wep[w] == ep && !(shards > eA && x % shards == s) && eopen != (1 << er) - 1 ->
+					skip          /* lua: realign.lua, "wait": an index has not opened the epoch */
+				:: !placed && wep[w] == ep && !(shards > eA && x % shards == s) && eopen == (1 << er) - 1 && wwas[w] > 0 && s < wwas[w] && x % wwas[w] == s ->
+#else
+				:: !placed && wep[w] == ep && !(shards > eA && x % shards == s) && wwas[w] > 0 && s < wwas[w] && x % wwas[w] == s ->
+#endif
 					successor(er, eA, 0, true)    /* lua: realign.lua, "late" */
-				:: !placed && !(shards > eA && x % shards == s) && !(ewas > 0 && s < ewas && x % ewas == s) ->
+#ifndef BUG_EAGER
+				:: !placed && wep[w] == ep && !(shards > eA && x % shards == s) && eopen == (1 << er) - 1 && !(wwas[w] > 0 && s < wwas[w] && x % wwas[w] == s) ->
+#else
+				:: !placed && wep[w] == ep && !(shards > eA && x % shards == s) && !(wwas[w] > 0 && s < wwas[w] && x % wwas[w] == s) ->
+#endif
 					successor(er, 0, 0, false)    /* lua: realign.lua, "misaligned" */
 				fi
 			:: else -> skip

@@ -85,11 +85,14 @@ func TestLedgerSeededBugs(t *testing.T) {
 }
 
 // grow.pml's properties: every task of a shard below its low watermark is
-// done (notDone), and every epoch has a cause, so that realigning ends
-// (endless; spin prints EPOCHS expanded: TERMS + 1 + ENTRIES + ROGUE + 1).
+// done (notDone), every epoch has a cause, so that realigning ends
+// (endless; spin prints EPOCHS expanded: TERMS + 1 + ENTRIES + ROGUE + 1),
+// no task is done twice (doneTwice), and the history holds at most
+// HISTORY epochs (asserted in every run; no seeded bug breaks it first).
 const (
-	notDone = "p >= nlen[s]) || done[(s * 2) + p]"
-	endless = "ep <= "
+	notDone   = "p >= nlen[s]) || (done[(s * 2) + p] > 0)"
+	endless   = "ep <= "
+	doneTwice = "done[p] <= 1"
 )
 
 // growBounds are grow.pml's runs for the mode.
@@ -131,8 +134,12 @@ func TestGrowSeededBugs(t *testing.T) {
 		{"BUG_NOCUT", []string{"ROGUE=0", "ENTRIES=1"}, endless},
 		// the growth followed, no message's placement checked
 		{"BUG_TRUST", []string{"ROGUE=1", "ENTRIES=1"}, notDone},
+		// a realign while a holder has not opened the current epoch: the
+		// holder left behind writes into an epoch dropped from the
+		// history, and its tasks are done again
+		{"BUG_EAGER", []string{"ROGUE=0", "ENTRIES=2"}, doneTwice},
 	} {
-		t.Run(bug.define, func(t *testing.T) {
+		t.Run(strings.Join(append([]string{bug.define}, bug.defines...), ","), func(t *testing.T) {
 			run := spintest.Run{Defines: append([]string{bug.define}, bug.defines...), Compile: []string{"-DCOLLAPSE"}}
 			res := spintest.Check(t, "grow.pml", run)
 			t.Logf("%s: %s", bug.define, res)
