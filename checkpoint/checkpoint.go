@@ -25,13 +25,17 @@ type Store interface {
 	Open(ctx context.Context, req OpenRequest) (*State, error)
 	// Write records a holder's marks, fenced by epoch (ErrMoved; ErrLate
 	// when they were recorded but the epoch has moved on) and by token
-	// (ErrFenced). A shard's mark never goes backwards.
+	// (ErrFenced). A shard's mark never goes backwards. With no marks it
+	// only checks the epoch: a holder with nothing new to write learns
+	// that way of a new one (a realign waits for every index to open it:
+	// ErrWait).
 	Write(ctx context.Context, w WriteRequest) error
 	// Realign records that a holder of an aligned log read a task in a
 	// shard its id does not belong to (Epoch.Placed), before its marks
 	// pass it: the ledger moves to an epoch whose every index reads what
 	// the task's owner must (ErrMoved when the epoch had moved on
-	// already).
+	// already; ErrWait, nothing written, while an index has not opened
+	// the current epoch: try again).
 	Realign(ctx context.Context, req RealignRequest) error
 	// Read returns the ledger as it is, every mark of it, without changing
 	// it; Current is nil for a group with no ledger. For tools.

@@ -150,7 +150,7 @@ local function gcStep(budget)
         redis.call('HSET', head, 'gcc', at)
       else
         local hf = {}
-        for _, x in ipairs({'r', 'tok', 'shards', 'aligned', 'was', 'why', 'reset', 'fence', 'held', 'ready', 'unreleased'}) do table.insert(hf, h .. ':' .. x) end
+        for _, x in ipairs({'r', 'tok', 'shards', 'aligned', 'was', 'why', 'reset', 'fence', 'held', 'ready', 'unreleased', 'opened'}) do table.insert(hf, h .. ':' .. x) end
         for s = 0, hs - 1 do
           for _, x in ipairs({'start', 'cut', 'hi', 'wait', 'gone', 'rend'}) do table.insert(hf, h .. ':' .. x .. ':' .. s) end
         end
@@ -226,6 +226,22 @@ local function corrupt(f) return {'corrupt', 0, f .. ' = ' .. tostring(get(f))} 
 -- the new starts have passed everything it says is done; c stays when
 -- the new epoch has its replicas (its holders drain into it), and its
 -- Lows are collected.
+-- Whether epoch h stays in the history of a successor of epoch c of r
+-- replicas whose shards start at starts (rewound shards aside): it is c,
+-- of the same replicas (its holders drain into it), or a High of it lies
+-- above the new start.
+local function needed(h, c, r, starts, rewound)
+  if tonumber(h) == c.n and num(h .. ':r') == r then return true end
+  for s = 0, (num(h .. ':shards') or 0) - 1 do
+    if not rewound[s] and hiOf(h, s) > starts[s + 1] then return true end
+  end
+  return false
+end
+
+-- MaxHistory (checkpoint.MaxHistory): a realign waits while its epoch
+-- would make the history longer.
+local maxHistory = 8
+
 local function successor(c, r, tok, shards, A, was, origin, ends, rewound, grownFrom, extend, why)
   local n = c.n + 1
   local starts, cuts = {}, {}
@@ -259,11 +275,7 @@ local function successor(c, r, tok, shards, A, was, origin, ends, rewound, grown
         redis.call('HDEL', head, h .. ':hi:' .. s, h .. ':cut:' .. s)
       end
     end
-    local needed = tonumber(h) == c.n and num(h .. ':r') == r
-    for s = 0, hs - 1 do
-      if not needed and not rewound[s] and hiOf(h, s) > starts[s + 1] then needed = true end
-    end
-    if needed then
+    if needed(h, c, r, starts, rewound) then
       table.insert(kept, h)
     else
       table.insert(gc, 'm:' .. h)

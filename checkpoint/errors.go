@@ -33,6 +33,12 @@ var (
 	// written; open again later, or once the term is confirmed.
 	ErrHeld = errors.New("checkpoint: the current epoch is still held")
 
+	// ErrWait is returned by Realign when an index of the current epoch
+	// has not opened it yet, or the history would hold more than
+	// MaxHistory epochs: nothing was written, and the caller tries again
+	// (it stays before the task it found, which is not passed).
+	ErrWait = errors.New("checkpoint: the realign must wait")
+
 	// ErrTooLarge is returned by Open when the epoch it would serve has
 	// more marks than MaxSlots (replicas x shards): nothing is written.
 	ErrTooLarge = errors.New("checkpoint: replicas x shards over MaxSlots")

@@ -76,6 +76,7 @@ local function stamp(n)
   if not o or o < tok then
     redis.call('HSET', marksKey, f, ARGV[2])
     local rel = tonumber(redis.call('HGET', marksKey, n .. ':rel:' .. k)) or 0
+    if not o then redis.call('HINCRBY', head, n .. ':opened', 1) end -- distinct indexes opened (realign.lua)
     if not o or rel >= o then
       redis.call('HINCRBY', head, n .. ':held', 1)
     else

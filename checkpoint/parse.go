@@ -18,7 +18,13 @@ import (
 // have. Open refuses requests beyond them. The largest sizes measured
 // (docs/figures.md, "The ledger at scale") are 2,100 workers on one
 // shard and 1,000 workers on 48 shards.
+//
+// MaxHistory bounds the epochs a realign keeps in the history: past it,
+// it waits (ErrWait) until the group's marks have moved the low
+// watermarks up, so that late entries, however many, never grow the
+// ledger without bound.
 const (
+	MaxHistory  = 8
 	MaxReplicas = 65536
 	MaxShards   = 1024
 	MaxSlots    = 1 << 20

@@ -16,8 +16,23 @@
 -- position, key: for people), ARGV[6 ..] each shard's end now.
 --
 -- Replies {"new", n} or {"moved", cur, its replicas} (the epoch moved on
--- already: the holder opens again, and looks again), or {"corrupt", 0,
--- "field = value"}.
+-- already: the holder opens again, and looks again), {"wait", cur,
+-- opened} when an index of the current epoch has not opened it yet
+-- (nothing written: the holder tries again), or {"corrupt", 0, "field =
+-- value"}.
+--
+-- Why wait: a holder learns of a new epoch only when it writes (or its
+-- writer's idle touch, once an interval), and goes on serving its own
+-- until then. A realign made while one has not opened the current epoch
+-- would leave it two epochs behind, and the next could drop its epoch
+-- from the history while it still has marks to write there: moved, its
+-- work since its last write done again, with no fault. Waiting keeps
+-- every holder within one epoch of the current one (whose predecessor a
+-- successor always keeps), and coalesces realigns: however fast late
+-- entries come, an epoch is made no faster than every index opens the
+-- last (checkpoint/model/grow.pml, BUG_EAGER). A realign waits as well
+-- while its epoch would make the history hold more than maxHistory
+-- epochs: the history is bounded whatever the rate of late entries.
 local e, tok, r, kind = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4]
 local cur = get('cur')
 if not cur then return {'moved', '0', '0'} end
@@ -26,6 +41,17 @@ if bad then return corrupt(bad) end
 local c = epoch(tonumber(cur))
 if cur ~= e or c.r ~= r then return {'moved', cur, tostring(c.r)} end
 if c.A == 0 then return {'moved', cur, tostring(c.r)} end -- not aligned (any more): nothing to correct
+local opened = num(c.n .. ':opened') or 0
+if opened < c.r then return {'wait', cur, 'only ' .. opened .. ' of ' .. c.r .. ' indexes opened it'} end
+-- The history a successor would keep: past maxHistory the realign waits
+-- too, until the holders' marks move the low watermarks up (their
+-- writer's touch writes every mark once an interval).
+local starts, kept = {}, 1
+for s = 0, c.shards - 1 do starts[s + 1] = lowOf(c.n, s) end
+for h in string.gmatch(get('hist') or '', '%d+') do
+  if needed(h, c, r, starts, {}) then kept = kept + 1 end
+end
+if kept > maxHistory then return {'wait', cur, 'the history would hold ' .. kept .. ' epochs'} end
 local ends = {}
 for s = 0, c.shards - 1 do ends[s + 1] = ARGV[6 + s] or start(c.n, s) end
 local A, extend = c.A, kind == 'late'

@@ -324,6 +324,8 @@ func (l *Redis) Realign(ctx context.Context, req RealignRequest) error {
 	case "corrupt":
 		why, _ := res[2].(string)
 		return corruptReply(why)
+	case "wait":
+		return fmt.Errorf("%w: epoch %v: %v", ErrWait, res[1], res[2])
 	}
 	return fmt.Errorf("%w: epoch %d, now %v of %v replicas", ErrMoved, req.Epoch, res[1], res[2])
 }
@@ -344,9 +346,6 @@ func corruptReply(why string) error {
 
 // Write implements Store.
 func (l *Redis) Write(ctx context.Context, w WriteRequest) error {
-	if len(w.Marks) == 0 && !w.Release {
-		return nil
-	}
 	args := make([]any, 0, 4+4*len(w.Marks))
 	replicas := strconv.Itoa(max(w.Replicas, 0))
 	if w.Release {

@@ -749,3 +749,34 @@ func TestOpenSaysWhatWasNotReleased(t *testing.T) {
 		t.Error("another opener of epoch 3 does not see what was not released")
 	}
 }
+
+// A realign waits, writing nothing, until every index of the current
+// epoch has opened it: a holder is never left two epochs behind, where a
+// later realign could drop its epoch from the history before it writes
+// (checkpoint/model/grow.pml, BUG_EAGER).
+func TestRealignWaitsForEveryIndexToOpen(t *testing.T) {
+	srv := redistest.Start(t)
+	l := NewRedis(srv.Client(), "realign-wait")
+	ctx := context.Background()
+	origin := make([]transport.Position, 2)
+	st, err := l.Open(ctx, OpenRequest{Replicas: 2, Index: 0, Token: 1, Origin: origin, Aligned: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := RealignRequest{Epoch: st.Current.N, Replicas: 2, Token: 1, Shard: 0, Key: "1", Ends: []transport.Position{transport.Offset(5), transport.Offset(5)}}
+	if err := l.Realign(ctx, req); !errors.Is(err, ErrWait) {
+		t.Fatalf("Realign with index 1 not opened = %v; want ErrWait", err)
+	}
+	if now, _ := l.ReadLow(ctx); now.Current.N != st.Current.N {
+		t.Fatalf("the epoch is %d after a realign that waited; want %d, nothing written", now.Current.N, st.Current.N)
+	}
+	if _, err := l.Open(ctx, OpenRequest{Replicas: 2, Index: 1, Token: 1, Origin: origin, Aligned: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Realign(ctx, req); err != nil {
+		t.Fatalf("Realign once every index opened = %v", err)
+	}
+	if now, _ := l.ReadLow(ctx); now.Current.N != st.Current.N+1 {
+		t.Fatalf("the epoch is %d after the realign; want %d", now.Current.N, st.Current.N+1)
+	}
+}

@@ -221,3 +221,80 @@ func TestMisplacedTasksOfAnAlignedLogAreNotSkipped(t *testing.T) {
 		})
 	}
 }
+
+// A late producer after a growth, with no fault anywhere: the log grows
+// from 2 to 4 shards under a group of 2 while one producer keeps placing
+// even ids by 2 (every id 2 mod 4 is then misplaced in shard 0, read by
+// one worker, which realigns) and another places odd ids by 4, for the
+// other worker, which meets no late entry. Before, the second worker was
+// left on an old epoch that the first one's realigns dropped from the
+// history: its next write was moved, and it redid what it had done since
+// (94 of 3,600 tasks twice), while every late entry made an epoch (252
+// after 6 s). Now every task is done once, and the history stays small.
+func TestALateProducerAfterAGrowthRepeatsNothing(t *testing.T) {
+	log := memory.NewAlignedLog(2)
+	g := newGroup(t, log.Source, consumer.Options{Concurrency: 4, DescribeInterval: 100 * time.Millisecond},
+		func(int, *partition.Lease) consumer.Handler {
+			return func(context.Context, *transport.Message) error { return nil }
+		})
+	g.start()
+	g.start()
+	g.settle()
+	client := server(t).Client()
+	ledger := checkpoint.NewRedis(client, g.name)
+	if err := client.Do(context.Background(), "SLOWLOG", "RESET").Err(); err != nil {
+		t.Fatal(err)
+	}
+	log.Grow(4)
+	waitFor(t, "the checkpoints to follow the log to 4 shards", func() bool {
+		st, err := ledger.ReadLow(context.Background())
+		return err == nil && st.Current != nil && st.Current.Aligned == 4
+	})
+	const tasks = 3600
+	var epochs, fields int
+	for x := range tasks {
+		k := strconv.Itoa(x)
+		switch {
+		case x%2 == 0:
+			log.AppendTo(x%2, k, []byte(k+"/0")) // by the old count
+		default:
+			log.Append(k, []byte(k+"/0"))
+		}
+		if x%60 == 59 {
+			time.Sleep(100 * time.Millisecond) // 6 s in all
+			if st, err := ledger.ReadLow(context.Background()); err == nil {
+				epochs = max(epochs, len(st.History))
+			}
+			n, _ := client.HLen(context.Background(), checkpoint.Key(g.name)).Result()
+			fields = max(fields, int(n))
+		}
+	}
+	waitFor(t, "every task", func() bool { return g.check(tasks, 1).missing == 0 })
+	time.Sleep(300 * time.Millisecond)
+	tl := g.check(tasks, 1)
+	if tl.repeats > 0 {
+		t.Errorf("%d of %d tasks done twice with no fault; want 0", tl.repeats, tasks)
+	}
+	var last int64
+	if st, err := ledger.ReadLow(context.Background()); err == nil {
+		last = st.Current.N
+	}
+	var misplaced int64
+	for _, w := range []int{1, 2} {
+		misplaced += g.worker(w).c.Stats().Misplaced
+	}
+	t.Logf("figures: %d tasks, half of them placed by the old count after the growth (%d misplaced met, %d epochs made): %d done twice; at most %d epochs in the history, %d fields in the head", tasks, misplaced, last, tl.repeats, epochs, fields)
+	if epochs > checkpoint.MaxHistory {
+		t.Errorf("the history held %d epochs; want at most %d", epochs, checkpoint.MaxHistory)
+	}
+	// No script call blocked Redis for long meanwhile.
+	logs, err := client.SlowLogGet(context.Background(), 128).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range logs {
+		if l.Duration > 20*time.Millisecond {
+			t.Errorf("%v took %v; want every call within 20ms", l.Args[:min(len(l.Args), 2)], l.Duration)
+		}
+	}
+}

@@ -273,16 +273,17 @@ func (b *book) refilled(ts []*task, ms []*transport.Message) {
 }
 
 // marks returns the mark of every shard read whose mark differs from the
-// one last written (wrote), each passed through keep first (what the
-// ledger keeps beyond it), and restarts the count of tasks finished.
-func (b *book) marks(keep func(s int, m checkpoint.Mark) checkpoint.Mark) map[int]checkpoint.Mark {
+// one last written (wrote), or with all of every shard read, each passed
+// through keep first (what the ledger keeps beyond it), and restarts the
+// count of tasks finished.
+func (b *book) marks(all bool, keep func(s int, m checkpoint.Mark) checkpoint.Mark) map[int]checkpoint.Mark {
 	out := map[int]checkpoint.Mark{}
 	for s, sh := range b.shards {
 		if sh == nil {
 			continue // not read: the index has no mark there
 		}
 		m := keep(s, sh.mark())
-		if !sameMark(m, sh.written) {
+		if all || !sameMark(m, sh.written) {
 			out[s] = m
 		}
 	}

@@ -295,9 +295,21 @@ func (tr *term) misplaced(m *transport.Message) {
 	}
 	tr.log.ErrorContext(tr.ctx, why, "destination", tr.info.Destination(m.Shard), "shard", m.Shard, "key", m.Key, "position", m.Position,
 		"belongs_to_shard", id%uint64(cur.Aligned), "shards", cur.Aligned)
-	err := tr.sh.ledger.Realign(ctx, checkpoint.RealignRequest{Epoch: cur.N, Replicas: tr.a.Replicas, Token: tr.a.Token,
-		Shard: m.Shard, Position: m.Position, Key: m.Key, Late: late, Destination: tr.info.Destination(m.Shard), Ends: ends})
-	if err != nil && !errors.Is(err, checkpoint.ErrMoved) {
+	req := checkpoint.RealignRequest{Epoch: cur.N, Replicas: tr.a.Replicas, Token: tr.a.Token,
+		Shard: m.Shard, Position: m.Position, Key: m.Key, Late: late, Destination: tr.info.Destination(m.Shard), Ends: ends}
+	realign := func() error {
+		ctx, cancel := context.WithTimeout(tr.taking, tr.sh.interval)
+		defer cancel()
+		return tr.sh.ledger.Realign(ctx, req)
+	}
+	err := realign()
+	// Until every index has opened the current epoch (an idle holder
+	// learns of it at its writer's touch, within an interval), the realign
+	// waits: nothing passes the task meanwhile.
+	for errors.Is(err, checkpoint.ErrWait) && sleep(tr.taking, tr.sh.interval/20) {
+		err = realign()
+	}
+	if err != nil && !errors.Is(err, checkpoint.ErrMoved) && !errors.Is(err, checkpoint.ErrWait) {
 		tr.log.WarnContext(tr.ctx, "recording the misplaced task in the checkpoints failed; the next open meets it again", "err", err)
 	}
 	again := "a misplaced task moved the checkpoints to a new epoch"

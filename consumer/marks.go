@@ -59,15 +59,28 @@ func (tr *term) writeMarks(release bool) error {
 	if tr.st != nil {
 		cur = tr.st.Current
 	}
-	marks := tr.r.marks(func(s int, m checkpoint.Mark) checkpoint.Mark {
+	keep := func(s int, m checkpoint.Mark) checkpoint.Mark {
 		if cur != nil {
 			m = m.KeepBeyond(cur.Mark(s, tr.a.Index))
 		}
 		return m
-	})
-	if (len(marks) == 0 && !release) || tr.st == nil {
+	}
+	marks := tr.r.marks(false, keep)
+	if len(marks) == 0 && !release {
+		// With nothing new, a holder still writes its marks once an
+		// interval: the touch tells it of a new epoch (ErrLate,
+		// ErrMoved), and puts its marks in the epoch's low watermarks
+		// even where it has read nothing (a shard's low waits for every
+		// index that reads it). A realign waits for both.
+		if tr.st == nil || time.Since(tr.lastWrite) < tr.sh.interval {
+			return nil
+		}
+		marks = tr.r.marks(true, keep)
+	}
+	if tr.st == nil {
 		return nil
 	}
+	tr.lastWrite = time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), tr.sh.interval)
 	defer cancel()
 	w := checkpoint.WriteRequest{Epoch: tr.st.Current.N, Token: tr.a.Token, Index: tr.a.Index, Replicas: tr.a.Replicas, Marks: marks, Release: release}

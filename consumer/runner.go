@@ -292,11 +292,12 @@ func (r *runner) view(f func(b *book)) {
 	f(r.b)
 }
 
-// marks returns the marks to write (book.marks).
-func (r *runner) marks(keep func(s int, m checkpoint.Mark) checkpoint.Mark) map[int]checkpoint.Mark {
+// marks returns the marks to write (book.marks): those that moved, or
+// with all every shard's.
+func (r *runner) marks(all bool, keep func(s int, m checkpoint.Mark) checkpoint.Mark) map[int]checkpoint.Mark {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.b.marks(keep)
+	return r.b.marks(all, keep)
 }
 
 // halt makes submit refuse from now on, waking it if it waits for room.

@@ -78,8 +78,9 @@ type term struct {
 	// again says why the log must be opened again under the term (a
 	// misplaced task realigned the ledger; the shards read for what lay
 	// below their cuts are done with): nil when it need not.
-	again   atomic.Pointer[string]
-	writeMu sync.Mutex // one checkpoint write at a time
+	again     atomic.Pointer[string]
+	writeMu   sync.Mutex // one checkpoint write at a time
+	lastWrite time.Time  // the last write's start (under writeMu)
 	// redo is the term's window of tasks a former holder may have done
 	// (repeats.go); nil: none. Set when the term opens.
 	redo *redo
