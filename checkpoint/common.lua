@@ -242,14 +242,14 @@ end
 -- would make the history longer.
 local maxHistory = 8
 
-local function successor(c, r, tok, shards, A, was, origin, ends, rewound, grownFrom, extend, why)
+local function successor(c, r, tok, shards, A, was, origin, ends, rewound, grownFrom, extend, why, lows)
   local n = c.n + 1
   local starts, cuts = {}, {}
   for s = 0, shards - 1 do
     if rewound[s] then
       starts[s + 1] = origin[s + 1]
     elseif s < c.shards then
-      starts[s + 1] = lowOf(c.n, s)
+      starts[s + 1] = (lows and lows[s + 1]) or lowOf(c.n, s) -- lows: the caller's, read in this call
     else
       starts[s + 1] = origin[s + 1]
     end

@@ -57,6 +57,6 @@ for s = 0, c.shards - 1 do ends[s + 1] = ARGV[6 + s] or start(c.n, s) end
 local A, extend = c.A, kind == 'late'
 if not extend then A = 0 end
 redis.call('HSET', head, 'misplaced', ARGV[5])
-local n = successor(c, r, tok, c.shards, A, c.was, ends, ends, {}, 0, extend, kind)
+local n = successor(c, r, tok, c.shards, A, c.was, ends, ends, {}, 0, extend, kind, starts)
 gcStep(256)
 return {'new', n}

@@ -295,3 +295,59 @@ func TestLedgerAtScale(t *testing.T) {
 		})
 	}
 }
+
+// A realign at the most shards the ledger allows, ten in a row while the
+// marks move: each makes its epoch (its wait and history checks read
+// every shard's low and the history's highs first), and the history stays
+// within MaxHistory. Each call's time, from SLOWLOG, is a figure (about
+// 15 ms here at 1,024 shards; the docs' largest logs have 48).
+func TestRealignAtMaxShards(t *testing.T) {
+	srv := redistest.Start(t)
+	c := srv.Client()
+	ctx := context.Background()
+	l := NewRedis(c, "realign-scale")
+	origin := make([]transport.Position, MaxShards)
+	ends := make([]transport.Position, MaxShards)
+	for s := range ends {
+		ends[s] = transport.Offset(uint64(1000 + s))
+	}
+	open := func() *State {
+		st, err := l.Open(ctx, OpenRequest{Replicas: 1, Token: 1, Origin: origin, Aligned: true, Ends: ends})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	st := open()
+	if err := c.ConfigSet(ctx, "slowlog-log-slower-than", "0").Err(); err != nil {
+		t.Fatal(err)
+	}
+	defer c.ConfigSet(ctx, "slowlog-log-slower-than", "10000")
+	var worst time.Duration
+	for i := range 10 {
+		c.SlowLogReset(ctx)
+		if err := l.Realign(ctx, RealignRequest{Epoch: st.Current.N, Replicas: 1, Token: 1, Late: true, Ends: ends}); err != nil {
+			t.Fatalf("realign %d: %v", i, err)
+		}
+		logs, err := c.SlowLogGet(ctx, 10).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, lg := range logs {
+			worst = max(worst, lg.Duration)
+		}
+		st = open()
+		if len(st.History) > MaxHistory {
+			t.Fatalf("after realign %d the history holds %d epochs; want at most %d", i, len(st.History), MaxHistory)
+		}
+		marks := map[int]Mark{}
+		for s := range MaxShards {
+			p := transport.Offset(uint64(i*10 + 5))
+			marks[s] = Mark{Low: p, High: p}
+		}
+		if err := l.Write(ctx, WriteRequest{Epoch: st.Current.N, Token: 1, Replicas: 1, Marks: marks}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("figures: a realign at %d shards: at most %v a call (SLOWLOG), %d epochs in the history after 10", MaxShards, worst, len(st.History))
+}
