@@ -41,6 +41,10 @@ type fleet struct {
 	store          redis.UniversalClient
 	stopAt         int64 // mono: when finish began stopping the workers
 	faultAt        int64 // mono: the last fault, from mark
+	// source, when set, is the tasks' log of another transport
+	// (envSource), at srcAddr; publish writes task x's s-th to it.
+	source, srcAddr string
+	publish         func(x, s int)
 }
 
 // mark records a fault's moment (mono) and returns it: finish lets the
@@ -62,9 +66,10 @@ func (f *fleet) afterFault() {
 }
 
 type proc struct {
-	cmd   *exec.Cmd
-	proxy *redistest.Proxy
-	done  chan error
+	cmd      *exec.Cmd
+	proxy    *redistest.Proxy
+	srcProxy *redistest.Proxy // the worker's link to a JetStream server, when that is its source
+	done     chan error
 }
 
 func newFleet(t testing.TB, interval time.Duration) *fleet {
@@ -116,6 +121,15 @@ func (f *fleet) startWith(interval time.Duration, extra ...string) int {
 	} else {
 		p.proxy = redistest.NewProxy(f.t, f.main.Addr())
 		redisEnv = append(redisEnv, envRedis+"="+p.proxy.Addr())
+	}
+	switch f.source {
+	case "jetstream":
+		p.srcProxy = redistest.NewProxy(f.t, f.srcAddr) // a TCP proxy: NATS passes too
+		redisEnv = append(redisEnv, envSource+"="+f.source, envSrcAddr+"=nats://"+p.srcProxy.Addr())
+	case "kafka":
+		// Straight to kfake: a Kafka client connects to the brokers its
+		// metadata names, whatever address it was given.
+		redisEnv = append(redisEnv, envSource+"="+f.source, envSrcAddr+"="+f.srcAddr)
 	}
 	p.cmd = exec.Command(os.Args[0], "-test.run=^$")
 	p.cmd.Env = append(append(append(os.Environ(), redisEnv...),
@@ -170,7 +184,11 @@ func (f *fleet) produce(ids, each int, spread time.Duration) chan struct{} {
 		pause := spread / time.Duration(each*ids/50)
 		for s := range each {
 			for x := range ids {
-				c.XAdd(context.Background(), &redis.XAddArgs{Stream: taskStream(f.group), Values: []any{"id", x, "payload", s}})
+				if f.publish != nil {
+					f.publish(x, s)
+				} else {
+					c.XAdd(context.Background(), &redis.XAddArgs{Stream: taskStream(f.group), Values: []any{"id", x, "payload", s}})
+				}
 				if x%50 == 49 {
 					time.Sleep(pause)
 				}

@@ -18,7 +18,11 @@ import (
 	"github.com/nandi-go/nandi/internal/leaseseam"
 	"github.com/nandi-go/nandi/partition"
 	"github.com/nandi-go/nandi/transport"
+	"github.com/nandi-go/nandi/transport/kafkatopic"
+	"github.com/nandi-go/nandi/transport/natsjs"
 	"github.com/nandi-go/nandi/transport/redisstream"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/sys/unix"
 )
@@ -37,7 +41,45 @@ const (
 	envSentinel = "NANDI_CHAOS_SENTINEL"     // set: the master's name, and NANDI_CHAOS_REDIS the Sentinels
 	envServe    = "NANDI_CHAOS_SERVE_TO_CAP" // set: consumer.Options.ServeToCap
 	envStand    = "NANDI_CHAOS_STAND_DOWN"   // set: a term ends at once when its mapping changes (the rule before it was kept to its cap)
+	envSource   = "NANDI_CHAOS_SOURCE"       // the tasks' log: "" (the Redis stream), "jetstream" or "kafka"
+	envSrcAddr  = "NANDI_CHAOS_SOURCE_ADDR"  // the JetStream server (through this worker's proxy) or the Kafka broker (kfake)
 )
+
+// The tasks' log on the other transports: a JetStream stream and a Kafka
+// topic (on kfake, a Kafka protocol peer, not a broker).
+const (
+	jsStream   = "CHAOS"
+	jsSubject  = "chaos.tasks"
+	kafkaTopic = "chaos-tasks"
+)
+
+// taskSource is the worker's source of tasks (envSource), and what
+// closes it.
+func taskSource(client redis.UniversalClient, group string) (transport.Source, func(), error) {
+	addr := os.Getenv(envSrcAddr)
+	switch os.Getenv(envSource) {
+	case "jetstream":
+		nc, err := nats.Connect(addr, nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
+		if err != nil {
+			return nil, nil, err
+		}
+		js, err := jetstream.New(nc)
+		if err != nil {
+			nc.Close()
+			return nil, nil, err
+		}
+		src, err := natsjs.New(js, jsStream, natsjs.Options{})
+		return src, nc.Close, err
+	case "kafka":
+		src, err := kafkatopic.New([]string{addr}, kafkaTopic, kafkatopic.Options{})
+		if err != nil {
+			return nil, nil, err
+		}
+		return src, func() { _ = src.Close() }, nil
+	}
+	src, err := redisstream.New(client, taskStream(group), redisstream.Options{})
+	return src, func() {}, err
+}
 
 // mono is the host's monotonic clock in nanoseconds: comparable across the
 // processes of one machine.
@@ -123,7 +165,12 @@ func workerMain() int {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
-	src, _ := redisstream.New(client, taskStream(os.Getenv(envGroup)), redisstream.Options{})
+	src, closeSrc, err := taskSource(client, os.Getenv(envGroup))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	defer closeSrc()
 	h := func(ctx context.Context, m *transport.Message) error {
 		a, ok := lease.Current()
 		x, _ := strconv.Atoi(m.Key)

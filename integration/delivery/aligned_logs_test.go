@@ -100,6 +100,13 @@ func alignedKafkaTopic(t *testing.T, shards int) (*fleet, publisher) {
 // alignedJetStream is a stream with a subject per shard (outbox.0 ...),
 // on an embedded nats-server.
 func alignedJetStream(t *testing.T, shards int) (*fleet, publisher) {
+	f, router, pub := jetStreamLog(t, shards)
+	return f, func(k string, p []byte) { publishTo(t, pub, router.SubjectFor(k), k, p) }
+}
+
+// jetStreamLog is alignedJetStream's stream and fleet, the producer's
+// router (which subject a key goes to) and its connection.
+func jetStreamLog(t *testing.T, shards int) (*fleet, *natsjs.Source, *nats.Conn) {
 	ns := natstest.Start(t)
 	js, err := jetstream.New(ns.Conn())
 	if err != nil {
@@ -124,13 +131,18 @@ func alignedJetStream(t *testing.T, shards int) (*fleet, publisher) {
 		}
 		return src
 	})
-	pub := ns.Conn()
-	return f, func(k string, p []byte) {
-		m := nats.NewMsg(router.SubjectFor(k))
-		m.Header.Set("id", k)
-		m.Data = p
-		if err := pub.PublishMsg(m); err != nil { // JetStream stores core publishes in order
-			t.Error(err)
-		}
+	return f, router, ns.Conn()
+}
+
+// publishTo publishes a message to subject, with key in the id header
+// (none when key is empty).
+func publishTo(t *testing.T, nc *nats.Conn, subject, key string, payload []byte) {
+	m := nats.NewMsg(subject)
+	if key != "" {
+		m.Header.Set("id", key)
+	}
+	m.Data = payload
+	if err := nc.PublishMsg(m); err != nil { // JetStream stores core publishes in order
+		t.Error(err)
 	}
 }

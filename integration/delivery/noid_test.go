@@ -9,14 +9,10 @@ import (
 	"time"
 
 	"github.com/nandi-go/nandi/consumer"
-	"github.com/nandi-go/nandi/internal/natstest"
 	"github.com/nandi-go/nandi/internal/redistest"
 	"github.com/nandi-go/nandi/transport"
 	"github.com/nandi-go/nandi/transport/kafkatopic"
-	"github.com/nandi-go/nandi/transport/natsjs"
 	"github.com/nandi-go/nandi/transport/redisstream"
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/redis/go-redis/v9"
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kfake"
@@ -143,41 +139,7 @@ type toPartition int
 func (p toPartition) Balance(kafka.Message, ...int) int { return int(p) }
 
 func noIDJetStream(t *testing.T, shards int) (*fleet, publisher, noID) {
-	ns := natstest.Start(t)
-	js, err := jetstream.New(ns.Conn())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := js.CreateStream(context.Background(), jetstream.StreamConfig{Name: "OUTBOX", Subjects: []string{"outbox.*"}}); err != nil {
-		t.Fatal(err)
-	}
-	opts := natsjs.Options{Shards: shards, SubjectPrefix: "outbox"}
-	router, err := natsjs.New(js, "OUTBOX", opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := alignedFleet(t, redistest.Start(t), func() transport.Source {
-		wjs, err := jetstream.New(ns.Conn())
-		if err != nil {
-			t.Fatal(err)
-		}
-		src, err := natsjs.New(wjs, "OUTBOX", opts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return src
-	})
-	pub := ns.Conn()
-	publishTo := func(subject, key string, payload []byte) {
-		m := nats.NewMsg(subject)
-		if key != "" {
-			m.Header.Set("id", key)
-		}
-		m.Data = payload
-		if err := pub.PublishMsg(m); err != nil {
-			t.Error(err)
-		}
-	}
-	return f, func(k string, p []byte) { publishTo(router.SubjectFor(k), k, p) },
-		func(s int, payload string) { publishTo("outbox."+strconv.Itoa(s), "", []byte(payload)) }
+	f, router, pub := jetStreamLog(t, shards)
+	return f, func(k string, p []byte) { publishTo(t, pub, router.SubjectFor(k), k, p) },
+		func(s int, payload string) { publishTo(t, pub, "outbox."+strconv.Itoa(s), "", []byte(payload)) }
 }
