@@ -41,7 +41,18 @@ if bad then return corrupt(bad) end
 local c = epoch(tonumber(cur))
 if cur ~= e or c.r ~= r then return {'moved', cur, tostring(c.r)} end
 if c.A == 0 then return {'moved', cur, tostring(c.r)} end -- not aligned (any more): nothing to correct
-local opened = num(c.n .. ':opened') or 0
+local opened = num(c.n .. ':opened')
+if not opened then
+  -- An epoch made before n:opened was kept: count its openers' stamps.
+  opened = 0
+  for k0 = 0, c.r - 1, 500 do
+    local fs = {}
+    for j = k0, math.min(k0 + 499, c.r - 1) do table.insert(fs, c.n .. ':o:' .. j) end
+    for _, v in ipairs(redis.call('HMGET', marksKey, unpack(fs))) do
+      if v then opened = opened + 1 end
+    end
+  end
+end
 if opened < c.r then return {'wait', cur, 'only ' .. opened .. ' of ' .. c.r .. ' indexes opened it'} end
 -- The history a successor would keep: past maxHistory the realign waits
 -- too, until the holders' marks move the low watermarks up (their

@@ -780,3 +780,27 @@ func TestRealignWaitsForEveryIndexToOpen(t *testing.T) {
 		t.Fatalf("the epoch is %d after the realign; want %d", now.Current.N, st.Current.N+1)
 	}
 }
+
+// An epoch made before the ledger counted its openers (n:opened) is
+// realigned once every index has opened it, counted from their stamps.
+func TestRealignOfAnEpochWithoutItsOpenersCount(t *testing.T) {
+	srv := redistest.Start(t)
+	c := srv.Client()
+	l := NewRedis(c, "realign-legacy")
+	ctx := context.Background()
+	origin := make([]transport.Position, 2)
+	var st *State
+	for k := range 2 {
+		var err error
+		if st, err = l.Open(ctx, OpenRequest{Replicas: 2, Index: k, Token: 1, Origin: origin, Aligned: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.HDel(ctx, Key("realign-legacy"), fmt.Sprintf("%d:opened", st.Current.N)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	req := RealignRequest{Epoch: st.Current.N, Replicas: 2, Token: 1, Key: "1", Ends: []transport.Position{transport.Offset(5), transport.Offset(5)}}
+	if err := l.Realign(ctx, req); err != nil {
+		t.Fatalf("Realign of an epoch both indexes opened, its count absent = %v; want it made", err)
+	}
+}
