@@ -169,8 +169,9 @@ func (m Mark) Done(p transport.Position) bool {
 }
 
 // Unreleased names the indexes of an epoch that a new one was made from
-// (by a term that was not provisional) although they had not released
-// it: their holders crashed or stalled past their leases, so tasks they
+// (by a term that was not provisional, an interval after the change)
+// although they had not released it: their holders crashed, stalled past
+// their leases or failed their last write, so tasks they
 // owned past their last marks may have been done and may be done again
 // in the new epoch, up to each shard's end when it was made (Ends).
 type Unreleased struct {

@@ -90,12 +90,17 @@ local function stamp(n)
 end
 
 -- unreleased records, in a new epoch n made by a term that is not
--- provisional from a fenced epoch c that some index never released, which
+-- provisional from an epoch c that some index never released, which
 -- indexes those were (after c's replicas) and each shard's end now: their
 -- holders may have finished tasks past their last marks, which n's
--- holders may do again, and say so (checkpoint.Epoch.Unreleased).
+-- holders may do again, and say so (checkpoint.Epoch.Unreleased). A term
+-- is confirmed (no longer provisional) an interval after the change,
+-- when every clean holder of c has drained and released: one that has
+-- not crashed, stalled past its lease, or failed its last write. (Found
+-- by the fault suite: a holder killed -9 mid-drain at a group's first,
+-- unfenced, change, and its last tasks done again unannounced.)
 local function unreleased(c, n)
-  if provisional or get(c.n .. ':fence') ~= '1' or (num(c.n .. ':held') or 0) <= 0 then return end
+  if provisional or (num(c.n .. ':held') or 0) <= 0 then return end
   local un = {tostring(c.r)}
   for k0 = 0, c.r - 1, 500 do
     local fs = {}

@@ -731,10 +731,11 @@ func TestOpenSaysWhatWasNotReleased(t *testing.T) {
 	if st := open(1, 0, 3); st.TakenOver {
 		t.Error("index 0 taken from token 2, which released it: TakenOver")
 	}
-	// Epoch 2 (2 replicas) is fenced; index 0 releases it, index 1 does not.
+	// Epoch 2 (2 replicas) is made while epoch 1's index 0 (token 3) was
+	// never released; index 0 releases epoch 2, index 1 does not.
 	st0, st1 := open(2, 0, 4), open(2, 1, 4)
-	if !st0.Current.Fenced || st0.Current.Unreleased != nil || st1.Current.Unreleased != nil {
-		t.Fatalf("epoch 2: fenced %v, unreleased %+v; want fenced, and nothing unreleased (epoch 1's holder, token 3, is counted as released?)", st0.Current.Fenced, st0.Current.Unreleased)
+	if u := st0.Current.Unreleased; !st0.Current.Fenced || u == nil || u.Replicas != 1 || !slices.Equal(u.Indexes, []int{0}) || st1.Current.Unreleased == nil {
+		t.Fatalf("epoch 2: fenced %v, unreleased %+v; want fenced, and epoch 1's index 0 unreleased", st0.Current.Fenced, u)
 	}
 	release(st0, 2, 0, 4)
 	st := open(3, 2, 5)

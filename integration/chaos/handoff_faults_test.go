@@ -29,7 +29,8 @@ import (
 // intervals; on Kafka its Redis only: a Kafka client reaches the broker
 // its metadata names, past any proxy). Checked as every scenario here:
 // never two holders, no task started without its lease, every task done,
-// and the group re-formed within 10 intervals. make chaos runs all 15;
+// the group re-formed within 10 intervals, and every task that took
+// effect twice announced by a worker's log. make chaos runs all 15;
 // make test the first on Redis Streams.
 func TestProcessFaultsDuringAFencedHandoff(t *testing.T) {
 	type fault struct {
@@ -91,6 +92,18 @@ func TestProcessFaultsDuringAFencedHandoff(t *testing.T) {
 				<-produced
 				h := f.finish(ids, each, false)
 				f.reform(h, at, ft.n, 10*f.interval, ft.name)
+				// Every task that took effect twice was announced by a
+				// worker: the one whose handler overran, or the one that
+				// took over from a holder that never released.
+				list, err := f.sink.Client().LRange(context.Background(), "effects", 0, -1).Result()
+				if err != nil {
+					t.Fatal(err)
+				}
+				repeated, silent := f.unannounced(h, effects(list))
+				if len(silent) > 0 {
+					t.Errorf("%d of %d tasks repeated with no worker announcing them, the first %v", len(silent), repeated, silent[:min(len(silent), 5)])
+				}
+				t.Logf("figures: %d tasks repeated, %d of them announced", repeated, repeated-len(silent))
 			})
 		}
 	}

@@ -106,6 +106,8 @@ type record struct {
 	Seq      int    `json:"seq,omitempty"`
 	Accepted bool   `json:"ok,omitempty"` // done: the sink accepted the effect
 	Prov     bool   `json:"p,omitempty"`  // acq: the term is provisional (the fenced handoff)
+	Shard    int    `json:"s,omitempty"`  // start: the task's shard
+	Pos      string `json:"pos,omitempty"` // start: and its position there
 }
 
 type recorder struct {
@@ -175,7 +177,7 @@ func workerMain() int {
 		a, ok := lease.Current()
 		x, _ := strconv.Atoi(m.Key)
 		seq, _ := strconv.Atoi(string(m.Payload))
-		rec.write(record{Kind: "start", At: mono(), ID: x, Seq: seq, Held: ok, Index: a.Index, Replicas: a.Replicas, Token: a.Token})
+		rec.write(record{Kind: "start", At: mono(), ID: x, Seq: seq, Held: ok, Index: a.Index, Replicas: a.Replicas, Token: a.Token, Shard: m.Shard, Pos: m.Position.String()})
 		select {
 		case <-time.After(work):
 		case <-ctx.Done():
@@ -192,7 +194,7 @@ func workerMain() int {
 		rec.write(record{Kind: "done", At: mono(), ID: x, Seq: seq, Token: term.Token, Accepted: n == 1})
 		return nil
 	}
-	c, err := consumer.New(lease, src, h, consumer.Options{Concurrency: 4, CheckpointInterval: 100 * time.Millisecond, ServeToCap: os.Getenv(envServe) != ""})
+	c, err := consumer.New(lease, src, h, consumer.Options{Concurrency: 4, CheckpointInterval: 100 * time.Millisecond, ServeToCap: os.Getenv(envServe) != "", Logger: logger})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
