@@ -104,9 +104,9 @@ type record struct {
 	Held     bool   `json:"h,omitempty"` // start: the lease held at that moment
 	ID       int    `json:"id,omitempty"`
 	Seq      int    `json:"seq,omitempty"`
-	Accepted bool   `json:"ok,omitempty"` // done: the sink accepted the effect
-	Prov     bool   `json:"p,omitempty"`  // acq: the term is provisional (the fenced handoff)
-	Shard    int    `json:"s,omitempty"`  // start: the task's shard
+	Accepted bool   `json:"ok,omitempty"`  // done: the sink accepted the effect
+	Prov     bool   `json:"p,omitempty"`   // acq: the term is provisional (the fenced handoff)
+	Shard    int    `json:"s,omitempty"`   // start: the task's shard
 	Pos      string `json:"pos,omitempty"` // start: and its position there
 }
 
