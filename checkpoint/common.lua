@@ -150,7 +150,7 @@ local function gcStep(budget)
         redis.call('HSET', head, 'gcc', at)
       else
         local hf = {}
-        for _, x in ipairs({'r', 'tok', 'shards', 'aligned', 'was', 'why', 'reset', 'fence', 'held', 'ready', 'unreleased', 'opened'}) do table.insert(hf, h .. ':' .. x) end
+        for _, x in ipairs({'r', 'tok', 'shards', 'aligned', 'was', 'why', 'reset', 'fence', 'held', 'ready', 'unreleased', 'unrelof', 'opened'}) do table.insert(hf, h .. ':' .. x) end
         for s = 0, hs - 1 do
           for _, x in ipairs({'start', 'cut', 'hi', 'wait', 'gone', 'rend'}) do table.insert(hf, h .. ':' .. x .. ':' .. s) end
         end

@@ -100,7 +100,24 @@ end
 -- by the fault suite: a holder killed -9 mid-drain at a group's first,
 -- unfenced, change, and its last tasks done again unannounced.)
 local function unreleased(c, n)
-  if provisional or (num(c.n .. ':held') or 0) <= 0 then return end
+  if provisional or (num(c.n .. ':held') or 0) <= 0 then
+    -- Nothing newly unreleased: what c was made with is carried forward
+    -- while the epoch it names stays in the history (its skip rule still
+    -- reads those marks, so a task of it can still be taken again).
+    local prev, of = get(c.n .. ':unreleased'), get(c.n .. ':unrelof')
+    if prev and of and inHist(of) then
+      local f = {n .. ':unreleased', prev, n .. ':unrelof', of}
+      for s = 0, c.shards - 1 do
+        local e = get(c.n .. ':rend:' .. s)
+        if e then
+          table.insert(f, n .. ':rend:' .. s)
+          table.insert(f, e)
+        end
+      end
+      redis.call('HSET', head, unpack(f))
+    end
+    return
+  end
   local un = {tostring(c.r)}
   for k0 = 0, c.r - 1, 500 do
     local fs = {}
@@ -115,7 +132,7 @@ local function unreleased(c, n)
     end
   end
   if #un == 1 then return end
-  local f = {n .. ':unreleased', table.concat(un, ' ')}
+  local f = {n .. ':unreleased', table.concat(un, ' '), n .. ':unrelof', tostring(c.n)}
   for s = 0, shards - 1 do
     table.insert(f, n .. ':rend:' .. s)
     table.insert(f, ends[s + 1])

@@ -716,7 +716,7 @@ func TestOpenSaysWhatWasNotReleased(t *testing.T) {
 	release := func(st *State, r, k int, tok int64) {
 		t.Helper()
 		if err := l.Write(ctx, WriteRequest{Epoch: st.Current.N, Token: tok, Index: k, Replicas: r, Release: true,
-			Marks: map[int]Mark{0: {Low: transport.Offset(10), High: transport.Offset(10)}}}); err != nil {
+			Marks: map[int]Mark{0: {Low: transport.Offset(10), High: transport.Offset(30)}}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -746,8 +746,18 @@ func TestOpenSaysWhatWasNotReleased(t *testing.T) {
 	if !u.MayRedo(0, transport.Offset(499), 1) || u.MayRedo(0, transport.Offset(500), 1) || u.MayRedo(0, transport.Offset(10), 2) {
 		t.Error("MayRedo: want true for index 1's task below the end, false at the end or for index 0's")
 	}
-	if st := open(3, 0, 5); st.Current.Unreleased == nil {
+	st3 := open(3, 0, 5)
+	if st3.Current.Unreleased == nil {
 		t.Error("another opener of epoch 3 does not see what was not released")
+	}
+	// Epoch 3 released by all its openers: epoch 4, made from it, carries
+	// what epoch 2 left unreleased while epoch 2 is in the history (a task
+	// of its index 1 no one took in epoch 3 may still be taken again).
+	release(st, 3, 2, 5)
+	release(st3, 3, 0, 5)
+	st4 := open(2, 0, 6)
+	if u := st4.Current.Unreleased; u == nil || u.Replicas != 2 || !slices.Equal(u.Indexes, []int{1}) {
+		t.Fatalf("epoch 4 made from a released epoch 3 while epoch 2 is in the history: Unreleased %+v; want epoch 2's: 2 replicas, [1]", u)
 	}
 }
 
