@@ -65,20 +65,7 @@ func alignedRedisStreams(t *testing.T, shards int) (*fleet, publisher) {
 // Kafka broker) written with kafkatopic.Balancer by kafka-go's Writer, a
 // hundred messages a write: a scenario publishes a multiple of 100.
 func alignedKafkaTopic(t *testing.T, shards int) (*fleet, publisher) {
-	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(int32(shards), "outbox"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(kc.Close)
-	addrs := kc.ListenAddrs()
-	f := alignedFleet(t, redistest.Start(t), func() transport.Source {
-		src, err := kafkatopic.New(addrs, "outbox", kafkatopic.Options{Aligned: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = src.Close() })
-		return src
-	})
+	f, addrs := kafkaLog(t, shards)
 	tr := &kafka.Transport{}
 	w := &kafka.Writer{Addr: kafka.TCP(addrs...), Topic: "outbox", Balancer: kafkatopic.Balancer{}, Transport: tr, BatchTimeout: time.Millisecond, RequiredAcks: kafka.RequireAll}
 	t.Cleanup(func() {
@@ -95,6 +82,25 @@ func alignedKafkaTopic(t *testing.T, shards int) (*fleet, publisher) {
 			batch = batch[:0]
 		}
 	}
+}
+
+// kafkaLog is the topic "outbox" of shards partitions on kfake, and a
+// fleet reading it as aligned; it returns the fleet and kfake's addresses.
+func kafkaLog(t *testing.T, shards int) (*fleet, []string) {
+	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(int32(shards), "outbox"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(kc.Close)
+	addrs := kc.ListenAddrs()
+	return alignedFleet(t, redistest.Start(t), func() transport.Source {
+		src, err := kafkatopic.New(addrs, "outbox", kafkatopic.Options{Aligned: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = src.Close() })
+		return src
+	}), addrs
 }
 
 // alignedJetStream is a stream with a subject per shard (outbox.0 ...),

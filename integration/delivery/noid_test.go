@@ -15,7 +15,6 @@ import (
 	"github.com/nandi-go/nandi/transport/redisstream"
 	"github.com/redis/go-redis/v9"
 	"github.com/segmentio/kafka-go"
-	"github.com/twmb/franz-go/pkg/kfake"
 )
 
 // noID writes to shard s of an aligned log a message without a task id
@@ -102,20 +101,7 @@ func noIDRedisStreams(t *testing.T, shards int) (*fleet, publisher, noID) {
 // a hundred at a time) and the bad ones with a nil key to a partition
 // picked by hand, as another producer would.
 func noIDKafka(t *testing.T, shards int) (*fleet, publisher, noID) {
-	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(int32(shards), "outbox"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(kc.Close)
-	addrs := kc.ListenAddrs()
-	f := alignedFleet(t, redistest.Start(t), func() transport.Source {
-		src, err := kafkatopic.New(addrs, "outbox", kafkatopic.Options{Aligned: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = src.Close() })
-		return src
-	})
+	f, addrs := kafkaLog(t, shards)
 	tr := &kafka.Transport{}
 	t.Cleanup(tr.CloseIdleConnections)
 	write := func(b kafka.Balancer, m kafka.Message) {
