@@ -186,6 +186,19 @@ type Trimmer interface {
 	Trim(ctx context.Context, shard int, below Position) error
 }
 
+// Counter is implemented by logs that can count a shard's messages from a
+// position on without reading them: a group's lag in entries, what an
+// autoscaler scales on (nandi scaler). Every log transport implements it.
+type Counter interface {
+	// Backlog returns, for each shard, how many messages the log holds at
+	// or after from[s] (all of the shard's when from is shorter or from[s]
+	// is zero): exact, and as cheap as the log allows (a Redis stream's
+	// counters, a Kafka partition's end offset, a JetStream consumer's
+	// pending count), never a read of the messages themselves on each
+	// call.
+	Backlog(ctx context.Context, from []Position) ([]int64, error)
+}
+
 // Rereader is implemented by logs that can read entries again by
 // position. A consumer holds the tasks waiting behind an id whose first
 // task keeps failing as their positions only (a few dozen bytes each,

@@ -45,8 +45,10 @@ type Options struct {
 	// group has not been delivered or has pending.
 	Trim bool
 	// Group, if set, is a Redis consumer group whose last-delivered ID
-	// follows the nandi group's low watermark, for XINFO GROUPS and lag
-	// exporters.
+	// follows the nandi group's low watermark, with its entries-read (Redis
+	// 7), so that XINFO GROUPS reports the nandi group's lag in entries and
+	// KEDA's redis-streams scaler (or any lag exporter) can read it. It
+	// follows at each trim, about once a lease interval, Trim on or off.
 	Group string
 	// Logger receives what a trim held back for another group and what a
 	// producer trimmed away unread, at Warn, once per spell; nil is silent.
@@ -69,6 +71,7 @@ type Source struct {
 	opts    Options
 	log     *slog.Logger
 
+	marks    readMarks    // for Backlog and the consumer group's entries-read
 	lost     atomic.Int64 // trims found to have removed unread entries
 	heldBack atomic.Bool  // the last trim stopped below another group
 }
@@ -296,13 +299,8 @@ func (s *Source) Trim(ctx context.Context, shard int, below transport.Position) 
 	}
 	st := s.streams[shard]
 	if s.opts.Group != "" {
-		id := formatID(before(below))
-		err := s.c.XGroupSetID(ctx, st, s.opts.Group, id).Err()
-		if err != nil && strings.Contains(err.Error(), "NOGROUP") {
-			err = s.c.XGroupCreateMkStream(ctx, st, s.opts.Group, id).Err()
-		}
-		if err != nil {
-			return fmt.Errorf("redisstream: XGROUP SETID %s %s %s: %w", st, s.opts.Group, id, err)
+		if err := s.setGroupID(ctx, st, before(below)); err != nil {
+			return err
 		}
 	}
 	if !s.opts.Trim {
