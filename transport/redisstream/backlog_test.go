@@ -152,7 +152,6 @@ func TestTheMirroredGroupsLagIsTheBacklog(t *testing.T) {
 	}
 }
 
-
 // xrangeCalls is how many XRANGEs the server has run (scripts' included).
 func xrangeCalls(t *testing.T, c *redis.Client) int64 {
 	t.Helper()
