@@ -13,6 +13,14 @@
 // With Options.CommitGroup, the group's low watermark (the offset below which
 // every index has finished) is committed as that consumer group's offset,
 // so that lag tools (kafka-consumer-groups, Burrow, exporters) keep working.
+// KEDA's kafka scaler reads that group's lag too, with two settings it
+// needs because no member of the group is ever joined (nandi's workers read
+// the partitions themselves): allowIdleConsumers "true" (otherwise it caps
+// replicas at the partitions with an active member: none) and
+// offsetResetPolicy "earliest" only if the group starts from the log's
+// start (the default; StartAtEnd is "latest"). nandi scaler needs neither
+// (docs/autoscaling.md). Backlog counts each partition's records after the
+// group's position from its end offset, with no read.
 //
 // # Configuration, security and errors
 //

@@ -541,3 +541,29 @@ func (s *Source) Trim(ctx context.Context, shard int, below transport.Position) 
 	}
 	return nil
 }
+
+var _ transport.Counter = (*Source)(nil)
+
+// Backlog is each partition's next offset minus from[p] (or minus its
+// first offset, when from[p] is before it or zero): one ListOffsets
+// request. Offsets count records, so on a compacted topic, or one with
+// transaction markers, it is an upper bound.
+func (s *Source) Backlog(ctx context.Context, from []transport.Position) ([]int64, error) {
+	ps, err := s.partitions(ctx)
+	if err != nil {
+		return nil, err
+	}
+	first, next, err := s.offsets(ctx, len(ps))
+	if err != nil {
+		return nil, err
+	}
+	out := make([]int64, len(ps))
+	for p := range out {
+		start := first[p]
+		if p < len(from) && int64(from[p].Lo) > start {
+			start = int64(from[p].Lo)
+		}
+		out[p] = max(next[p]-start, 0)
+	}
+	return out, nil
+}

@@ -126,6 +126,23 @@ func (s *source) Info(context.Context) (transport.Info, error) {
 	return transport.Info{Log: true, Shards: len(s.l.shards), Ends: ends, Aligned: s.l.aligned, System: "memory", Destinations: []string{"memory"}}, nil
 }
 
+var _ transport.Counter = (*source)(nil)
+
+// Backlog counts each shard's messages at or after from[s].
+func (s *source) Backlog(_ context.Context, from []transport.Position) ([]int64, error) {
+	s.l.mu.Lock()
+	defer s.l.mu.Unlock()
+	out := make([]int64, len(s.l.shards))
+	for i, sh := range s.l.shards {
+		var start uint64
+		if i < len(from) {
+			start = from[i].Lo
+		}
+		out[i] = max(int64(len(sh))-int64(start), 0)
+	}
+	return out, nil
+}
+
 // maxBatch bounds one Fetch.
 const maxBatch = 256
 

@@ -343,3 +343,38 @@ func (r *reader) Close() error {
 	})
 	return nil
 }
+
+var _ transport.Counter = (*Source)(nil)
+
+// Backlog asks JetStream how many messages of each shard's subject (or of
+// Options.Subjects, or the stream) are at or after from[s]: an ephemeral
+// consumer per shard, started there, whose pending count the server keeps
+// per subject (no message is delivered), deleted at once.
+func (s *Source) Backlog(ctx context.Context, from []transport.Position) ([]int64, error) {
+	st, err := s.js.Stream(ctx, s.stream)
+	if err != nil {
+		return nil, fmt.Errorf("natsjs: stream %s: %w", s.stream, err)
+	}
+	out := make([]int64, max(len(s.subjects), 1))
+	for i := range out {
+		cfg := jetstream.ConsumerConfig{AckPolicy: jetstream.AckNonePolicy, MemoryStorage: true, InactiveThreshold: time.Minute}
+		if len(s.subjects) > 0 {
+			cfg.FilterSubject = s.subjects[i]
+		} else {
+			cfg.FilterSubjects = s.opts.Subjects
+		}
+		if i < len(from) && from[i].Lo > 0 {
+			cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, from[i].Lo
+		}
+		c, err := st.CreateConsumer(ctx, cfg)
+		if err != nil {
+			return nil, fmt.Errorf("natsjs: counting the backlog of %s: %w", s.stream, err)
+		}
+		info := c.CachedInfo()
+		out[i] = int64(info.NumPending)
+		if err := st.DeleteConsumer(ctx, info.Name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+			return nil, fmt.Errorf("natsjs: deleting the consumer that counted %s: %w", s.stream, err)
+		}
+	}
+	return out, nil
+}

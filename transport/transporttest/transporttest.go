@@ -33,6 +33,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("Positions", func(t *testing.T) { positions(t, h) })
 	t.Run("ReadFromPosition", func(t *testing.T) { fromPosition(t, h) })
 	t.Run("Reread", func(t *testing.T) { reread(t, h) })
+	t.Run("Backlog", func(t *testing.T) { backlog(t, h) })
 	t.Run("Shards", func(t *testing.T) { someShards(t, h) })
 	t.Run("ContextEnd", func(t *testing.T) { contextEnd(t, h) })
 	t.Run("Close", func(t *testing.T) { closing(t, h) })
@@ -222,6 +223,48 @@ func fromPosition(t *testing.T, h Harness) {
 	publish("x", []byte("new"))
 	if ms := read(t, open(t, h, src, in.Ends), 1); string(ms[0].Payload) != "new" {
 		t.Fatalf("read from the ends: got %q first; want only what came after", ms[0].Payload)
+	}
+}
+
+// A log that counts (transport.Counter) says, for any positions, how many
+// of each shard's messages are at or after them: what Fetch delivers from
+// there, counted. From nothing, every message; from the ends, none.
+func backlog(t *testing.T, h Harness) {
+	src, publish := h.New(t)
+	c, ok := src.(transport.Counter)
+	if !ok || !info(t, src).Log {
+		t.Skip("not a transport.Counter")
+	}
+	for i := range 150 {
+		publish(strconv.Itoa(i%7), []byte(strconv.Itoa(i)))
+	}
+	all := read(t, open(t, h, src, nil), 150)
+	in := info(t, src)
+	check := func(what string, from []transport.Position) {
+		t.Helper()
+		want := make([]int64, in.Shards)
+		for _, m := range all {
+			if m.Shard >= len(from) || !m.Position.Less(from[m.Shard]) {
+				want[m.Shard]++
+			}
+		}
+		got, err := c.Backlog(context.Background(), from)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("Backlog from %s: %v; counted, %v", what, got, want)
+		}
+	}
+	check("nothing", nil)
+	check("the ends", in.Ends)
+	for _, k := range []int{0, 1, 77, 149} {
+		from := append([]transport.Position(nil), in.Ends...)
+		from[all[k].Shard] = all[k].Position
+		check(fmt.Sprintf("message %d", k), from)
+		from = make([]transport.Position, in.Shards)
+		from[all[k].Shard] = all[k].Position
+		check(fmt.Sprintf("message %d, the other shards from their start", k), from)
 	}
 }
 
