@@ -79,8 +79,9 @@ type shared struct {
 	// (MisalignedKey, as last read, or found here); misalignedHere: found
 	// here and not recorded for the group (the write failed).
 	misaligned, misalignedHere atomic.Bool
-	client                     redis.UniversalClient // the lease's: nil when it has none
-	workerID                   string                // Consumer.Worker, for DeadLetter's context
+	client                     redis.UniversalClient          // the lease's: nil when it has none
+	logWritten                 atomic.Pointer[checkpoint.Log] // the log last recorded beside the ledger
+	workerID                   string                         // Consumer.Worker, for DeadLetter's context
 
 	// presenceNow (capacity 1) asks for a presence record now, not at the
 	// next interval: a handover begins, and lasts less than an interval.

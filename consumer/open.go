@@ -1,6 +1,7 @@
 package consumer
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -102,6 +103,7 @@ func (tr *term) openOnce() (transport.Reader, error) {
 		from = st.From(tr.a.Index)
 	}
 	tr.noteLedger(req, st)
+	tr.sh.writeLog(tr.taking, info)
 	tr.sh.finished.prune(from, req.Rewound)
 	tr.redo = openRedo(st, info.Ends)
 	if tr.redo != nil && tr.redo.un == nil {
@@ -219,4 +221,23 @@ func (tr *term) watchShards() {
 			return
 		}
 	}
+}
+
+// writeLog records what the group reads beside the default ledger
+// (checkpoint.WriteLog), when it changed: what nandi scaler and nandi
+// status count the group's backlog from, with no worker running. A
+// failure is said and tried again at the next term; it stops nothing.
+func (sh *shared) writeLog(ctx context.Context, info transport.Info) {
+	if _, ok := sh.ledger.(*checkpoint.Redis); !ok || sh.client == nil {
+		return
+	}
+	l := checkpoint.LogOf(info)
+	if last := sh.logWritten.Load(); last != nil && last.Equal(l) {
+		return
+	}
+	if err := checkpoint.WriteLog(ctx, sh.client, sh.group, l); err != nil {
+		sh.log.WarnContext(ctx, "cannot record what the group reads beside its ledger (nandi scaler counts its backlog from it); trying again at the next term", "err", err)
+		return
+	}
+	sh.logWritten.Store(&l)
 }

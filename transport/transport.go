@@ -132,6 +132,10 @@ type Info struct {
 	// subjects of a sharded NATS core source), or one for every shard (a
 	// Kafka topic, a JetStream stream). Empty when there is no name.
 	Destinations []string
+	// Subjects, for a NATS source, are the subjects it reads: one per
+	// shard (a sharded source), or the filter of its only shard. Empty
+	// elsewhere.
+	Subjects []string
 }
 
 // Destination returns the name of shard's destination (see Destinations):

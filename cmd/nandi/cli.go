@@ -49,6 +49,7 @@ func init() {
 		{"dead replay", "-redis URL -group NAME [-stream DEAD] [-to S0,S1,... [-create] [-unaligned]] (-id ID,... | -all [-from ID] [-until ID])", "put dead letters back where they came from (or on -to's streams)", nil},
 		{"checkpoint reset", "-redis URL -group NAME -to start|end|time:T|POSITION [-streams S,...] [-dry-run]", "move a stopped group's checkpoints (a new epoch); -dry-run says what it would redo or skip, also while the group runs", nil},
 		{"web", "[-redis URL] [-addr 127.0.0.1:8080] [-group NAME] [-read-only] [-tls-cert F -tls-key F] [-tls-proxy]", "a live page per group that can pause, resume and handle dead letters (-read-only: only shows; beyond localhost only with $" + EnvWebToken + ")", cmdWeb},
+		{"scaler", "-redis URL [-log-redis URL] [-kafka BROKERS] [-nats URL] [-addr 127.0.0.1:9108] [-group G,...]", "each group's backlog in entries, from the ledger and the log, for KEDA (GET /keda/GROUP) and Prometheus (/metrics)", cmdScaler},
 		{"version", "", "nandi's version, and the Go that built it", cmdVersion},
 		{"help", "[COMMAND]", "this, or a command's flags", nil},
 	}

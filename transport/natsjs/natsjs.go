@@ -108,7 +108,7 @@ func (s *Source) Info(ctx context.Context) (transport.Info, error) {
 		if err != nil {
 			return transport.Info{}, fmt.Errorf("natsjs: stream %s info: %w", s.stream, err)
 		}
-		return transport.Info{Log: true, Shards: 1, Ends: []transport.Position{transport.Offset(in.State.LastSeq + 1)}, System: "nats", Destinations: []string{s.stream}}, nil
+		return transport.Info{Log: true, Shards: 1, Ends: []transport.Position{transport.Offset(in.State.LastSeq + 1)}, System: "nats", Destinations: []string{s.stream}, Subjects: s.opts.Subjects}, nil
 	}
 	ends := make([]transport.Position, len(s.subjects))
 	for i, subj := range s.subjects {
@@ -121,7 +121,7 @@ func (s *Source) Info(ctx context.Context) (transport.Info, error) {
 			ends[i] = transport.Offset(m.Sequence + 1)
 		}
 	}
-	return transport.Info{Log: true, Shards: len(s.subjects), Ends: ends, Aligned: true, System: "nats", Destinations: []string{s.stream}}, nil
+	return transport.Info{Log: true, Shards: len(s.subjects), Ends: ends, Aligned: true, System: "nats", Destinations: []string{s.stream}, Subjects: s.subjects}, nil
 }
 
 var _ transport.ShardOpener = (*Source)(nil)
