@@ -311,6 +311,9 @@ func exported(t *testing.T) map[string]bool {
 		e := &checkpoint.Epoch{N: 1, R: 1, Start: []transport.Position{transport.Offset(1), {Hi: 5}}}
 		return lagOf([]transport.Position{transport.Offset(1), {Hi: 5}}, e, []transport.Position{transport.Offset(9), {Hi: 9}}), time.Now(), nil
 	}, func() int64 { return 1 }, o))
+	reg.MustRegister(NewBacklogCollector(func(context.Context) []Backlog {
+		return []Backlog{{Group: "g", Shards: []ShardBacklog{{Shard: 0, Source: "s", Entries: 3}}}}
+	}, o))
 	fams, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)

@@ -9,11 +9,11 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/nandi-go/nandi/metrics"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
@@ -81,7 +81,7 @@ func (s *scaler) handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /keda/{group}", s.serveGroup)
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(s)
+	reg.MustRegister(metrics.NewBacklogCollector(s.collect, metrics.Options{}))
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		if err := s.lease.Ping(r.Context()).Err(); err != nil {
@@ -115,48 +115,29 @@ func (s *scaler) serveGroup(w http.ResponseWriter, r *http.Request) {
 	json.NewEncoder(w).Encode(b)
 }
 
-var (
-	lagEntriesDesc = prometheus.NewDesc("nandi_group_lag_entries",
-		"Entries of the shard's log at or after the group's low watermark, counted by the log (nandi scaler; once per group).",
-		[]string{"group", "shard", "source"}, nil)
-	backlogDesc = prometheus.NewDesc("nandi_group_backlog_entries",
-		"The group's lag in entries over every shard: what KEDA scales on (nandi scaler).",
-		[]string{"group"}, nil)
-	readErrorDesc = prometheus.NewDesc("nandi_scaler_read_ok",
-		"1 when the group's backlog was read at this scrape, 0 when it could not be (the scaler's log says why).",
-		[]string{"group"}, nil)
-)
-
-func (s *scaler) Describe(ch chan<- *prometheus.Desc) {
-	ch <- lagEntriesDesc
-	ch <- backlogDesc
-	ch <- readErrorDesc
-}
-
-// Collect reads each group's backlog (at most once per s.every).
-func (s *scaler) Collect(ch chan<- prometheus.Metric) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
+// collect reads the backlog of every group /metrics reports (s.only, or
+// every group with a recorded log), for metrics.NewBacklogCollector.
+func (s *scaler) collect(ctx context.Context) []metrics.Backlog {
 	groups := s.only
 	if len(groups) == 0 {
 		var err error
 		if groups, err = findGroups(ctx, s.lease, []string{"ledger:log"}); err != nil {
 			s.log.Warn("cannot list the groups", "err", err)
-			return
+			return nil
 		}
 	}
+	out := make([]metrics.Backlog, 0, len(groups))
 	for _, g := range groups {
 		b, err := s.backlog(ctx, g)
-		if err != nil {
-			ch <- prometheus.MustNewConstMetric(readErrorDesc, prometheus.GaugeValue, 0, g)
-			continue
+		mb := metrics.Backlog{Group: g, Err: err}
+		if err == nil {
+			for _, sh := range b.Shards {
+				mb.Shards = append(mb.Shards, metrics.ShardBacklog{Shard: sh.Shard, Source: sh.Source, Entries: sh.Entries})
+			}
 		}
-		ch <- prometheus.MustNewConstMetric(readErrorDesc, prometheus.GaugeValue, 1, g)
-		ch <- prometheus.MustNewConstMetric(backlogDesc, prometheus.GaugeValue, float64(b.Entries), g)
-		for _, sh := range b.Shards {
-			ch <- prometheus.MustNewConstMetric(lagEntriesDesc, prometheus.GaugeValue, float64(sh.Entries), g, strconv.Itoa(sh.Shard), sh.Source)
-		}
+		out = append(out, mb)
 	}
+	return out
 }
 
 func cmdScaler(ctx context.Context, args []string, out, errOut io.Writer) int {

@@ -265,7 +265,7 @@ func TestScalerCountsTheBacklogOfEveryLog(t *testing.T) {
 			for _, line := range []string{
 				fmt.Sprintf(`nandi_group_backlog_entries{group=%q} 0`, group),
 				fmt.Sprintf(`nandi_group_lag_entries{group=%q,shard="2",source=`, group),
-				fmt.Sprintf(`nandi_scaler_read_ok{group=%q} 1`, group),
+				fmt.Sprintf(`nandi_group_backlog_read_ok{group=%q} 1`, group),
 			} {
 				if strings.Count(string(body), line) != 1 {
 					t.Errorf("/metrics has %q %d times; want once:\n%s", line, strings.Count(string(body), line), body)
