@@ -116,7 +116,7 @@ model:
 # Figures for the lease, the consumer and the transports on real servers,
 # and the lease's simulation at scale; prints tables.
 bench:
-	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 60m -p 1 ./integration/... ./partition/ ./consumer/ ./presence/
+	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 60m -p 1 ./integration/... ./partition/ ./consumer/ ./presence/ ./cmd/nandi/
 	$(GO) test -count=1 -run TestSimulationAtScale -v ./partition/ | grep -E 'figures|FAIL|^ok'
 	cd sink/pgsink && $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./...
 

@@ -41,7 +41,7 @@ func init() {
 		{"groups", "-redis URL [-json]", "every group on the Redis: workers, replicas, lag, paused, dead letters", cmdGroups},
 		{"status", "-redis URL -group NAME [-json]", "the group's settings, counts, generation, workers and checkpoints", cmdStatus},
 		{"watch", "-redis URL -group NAME", "the same, one line per interval, until interrupted", cmdWatch},
-		{"plan", "[-interval 5s] [-gap 0.125] [-rtt 1ms] [-jitter 0] [-workers 10] [-shards S] [-redis URL]", "what the settings cost, and whether they fit the network", cmdPlan},
+		{"plan", "[-interval 5s] [-gap 0.125] [-rtt 1ms] [-jitter 0] [-workers 10] [-shards S] [-worker-rate N [-drain 30s]] [-redis URL]", "what the settings cost, and whether they fit the network", cmdPlan},
 		{"pause", "-redis URL -group NAME [-reason TEXT]", "every worker finishes what runs and starts nothing, keeping its lease", cmdPause},
 		{"resume", "-redis URL -group NAME", "end the pause", cmdResume},
 		{"dead list", "-redis URL -group NAME [-stream DEAD] [-from ID] [-until ID] [-count N] [-json]", "the group's dead letters", nil},

@@ -162,6 +162,15 @@ func TestPlan(t *testing.T) {
 	if !strings.Contains(out, "on a log, the drain of the tasks in flight") || !strings.Contains(out, "on a log within about 5.625s") {
 		t.Errorf("a plan at 5s: want the fenced handoff's pause and assignment on a log\n%s", out)
 	}
+	// KEDA's target: a worker's rate times the drain allowed, and what a
+	// group at zero waits for its first task.
+	code, out, _ = nandi(t, ctx, "plan", "-worker-rate", "400", "-drain", "5s")
+	if code != 0 || !strings.Contains(out, "2000 entries per worker") || !strings.Contains(out, "the first lease (10s to 15s)") {
+		t.Errorf("a plan with -worker-rate 400 -drain 5s: exit %d\n%s", code, out)
+	}
+	if code, _, errOut := nandi(t, ctx, "plan", "-worker-rate", "400", "-drain", "0s"); code != 2 || !strings.Contains(errOut, "-drain must be positive") {
+		t.Errorf("-drain 0: exit %d, %q; want a usage error", code, errOut)
+	}
 	code, out, _ = nandi(t, ctx, "plan", "-interval", "1s", "-gap", "0.05", "-rtt", "40ms", "-jitter", "20ms", "-workers", "20")
 	if code != 1 || !strings.Contains(out, "verdict: FAIL") || !strings.Contains(out, "not inside the gap") {
 		t.Errorf("a gap narrower than the round trip: exit %d\n%s", code, out)

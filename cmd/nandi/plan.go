@@ -25,8 +25,13 @@ type Plan struct {
 	CrashUnowned   time.Duration    `json:"crash_unowned_ns"` // a crashed worker's share
 	Spacing        time.Duration    `json:"spacing_ns"`       // between neighbouring registrations
 	CallsPerSecond float64          `json:"calls_per_second"` // on the group's Redis node
-	Verdict        string           `json:"verdict"`          // OK, WARN or FAIL
-	Findings       []string         `json:"findings"`
+	// KEDATarget is the targetValue of a ScaledObject's metrics-api trigger
+	// on nandi scaler (docs/autoscaling.md): the entries one worker drains
+	// in Drain (-worker-rate x -drain); 0 without -worker-rate.
+	KEDATarget int64         `json:"keda_target,omitempty"`
+	Drain      time.Duration `json:"drain_ns,omitempty"`
+	Verdict    string        `json:"verdict"` // OK, WARN or FAIL
+	Findings   []string      `json:"findings"`
 }
 
 // plan computes a Plan; the figures are the ones docs/figures.md gives, measured
@@ -79,6 +84,10 @@ func printPlan(w io.Writer, p Plan) {
 	fmt.Fprintf(tw, "a crashed worker's share unowned\tabout %v\n", p.CrashUnowned)
 	fmt.Fprintf(tw, "spacing of registrations\t%v\n", p.Spacing)
 	fmt.Fprintf(tw, "script calls on the group's Redis node\t%.1f/s\n", p.CallsPerSecond)
+	if p.KEDATarget > 0 {
+		fmt.Fprintf(tw, "KEDA targetValue (nandi scaler)\t%d entries per worker: a backlog drains in about %v at the workers KEDA runs for it\n", p.KEDATarget, p.Drain)
+		fmt.Fprintf(tw, "from zero workers, the first task\tKEDA's pollingInterval, the pod's start, then the first lease (%v to %v)\n", p.FirstLease[0], p.FirstLease[1])
+	}
 	tw.Flush()
 	fmt.Fprintf(w, "\nverdict: %s\n", p.Verdict)
 	for _, f := range p.Findings {
@@ -161,6 +170,8 @@ func cmdPlan(ctx context.Context, args []string, out, errOut io.Writer) int {
 	rtt := fs.Duration("rtt", time.Millisecond, "round trip to the group's Redis (measured with -redis)")
 	jitter := fs.Duration("jitter", 0, "how much later than usual a round trip can be (p99 - p50; measured with -redis)")
 	url := fs.String("redis", "", "measure rtt and jitter against this Redis (100 PINGs) instead of taking them from the flags (not taken from the environment)")
+	rate := fs.Float64("worker-rate", 0, "tasks a second one worker handles (rate(nandi_consumer_messages_total{outcome=\"handled\"}) per pod): print KEDA's targetValue")
+	drain := fs.Duration("drain", 30*time.Second, "with -worker-rate: how long a backlog may take to drain")
 	shards := fs.Int("shards", 0, "an aligned log of this many shards: print the read amplification of groups of 1..-workers, and suggest a shard count")
 	if code, ok := fs.parse(args); !ok {
 		return code
@@ -173,6 +184,9 @@ func cmdPlan(ctx context.Context, args []string, out, errOut io.Writer) int {
 	}
 	if *shards < 0 || *shards > 65536 {
 		return fs.usageError("-shards must be from 1 to 65536 (0: no shard plan)")
+	}
+	if *rate < 0 || *drain <= 0 {
+		return fs.usageError("-worker-rate must not be negative and -drain must be positive")
 	}
 	if *rtt < 0 || *jitter < 0 {
 		return fs.usageError("-rtt and -jitter must not be negative")
@@ -195,6 +209,9 @@ func cmdPlan(ctx context.Context, args []string, out, errOut io.Writer) int {
 		*rtt, *jitter = rtts[50], rtts[98]-rtts[50]
 	}
 	p := plan(*iv, *gap, *workers, *rtt, *jitter)
+	if *rate > 0 {
+		p.KEDATarget, p.Drain = max(int64(*rate*(*drain).Seconds()), 1), *drain
+	}
 	printPlan(out, p)
 	if *shards > 0 {
 		printShardPlan(out, *shards, *workers)
