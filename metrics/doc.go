@@ -71,4 +71,12 @@
 // messages included. The group's lag gauges read the checkpoint ledger as
 // well and are there whether the worker holds anything or not: every
 // worker reports the same value (aggregate with max).
+//
+// NewBacklogCollector exports the backlog in entries once per group, from
+// the ledger and the log with no worker running (nandi scaler serves it,
+// for KEDA and Prometheus; docs/autoscaling.md):
+//
+//	nandi_group_lag_entries{group,shard,source} gauge  entries of the shard's log at or after the group's low watermark
+//	nandi_group_backlog_entries{group}          gauge  their sum: what an autoscaler scales on
+//	nandi_group_backlog_read_ok{group}          gauge  1 when the group's backlog was read at this scrape, else 0
 package metrics
