@@ -11,7 +11,9 @@ import (
 // Backlog is a group's lag in entries, shard by shard, as counted from its
 // ledger and its log (nandi scaler: no worker needs to run).
 type Backlog struct {
-	Group  string
+	// Group is the group's name (partition.Options.Name).
+	Group string
+	// Shards is the backlog of each shard of the group's log, in order.
 	Shards []ShardBacklog
 	// Err is why the group's backlog could not be read (Shards unused).
 	Err error
@@ -20,8 +22,11 @@ type Backlog struct {
 // ShardBacklog is one shard's entries at or after the group's low
 // watermark.
 type ShardBacklog struct {
-	Shard   int
-	Source  string
+	// Shard is the shard's number.
+	Shard int
+	// Source names the shard's stream, topic or subject.
+	Source string
+	// Entries is how many of its entries are at or after the watermark.
 	Entries int64
 }
 
