@@ -10,9 +10,9 @@ NOT_INTEGRATION = $(shell $(GO) list ./... | grep -v /integration)
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # The suites, in the order they run; each is a target of its own.
 PACKAGES := test-race test-watermill-suite
-SYSTEMS  := test-sim test-scenarios test-deploy test-pgsink test-examples test-payments
+SYSTEMS  := test-fetch test-sim test-scenarios test-deploy test-pgsink test-examples test-payments test-containers
 
-.PHONY: tidy test test-packages test-systems test-unit test-integration test-loaded chaos model bench lint fuzz \
+.PHONY: tidy test test-fetch test-containers test-packages test-systems test-unit test-integration test-loaded chaos model bench lint fuzz \
 	$(PACKAGES) $(SYSTEMS) test-fault
 
 # Watermill's own suite (watermillpubsub's pubsub_test.go, build tag
@@ -64,7 +64,19 @@ test-sim:
 	$(GO) test -count=1 -timeout 15m -run TestSimulationAtScale ./partition/
 
 test-scenarios:
-	$(GO) test -count=1 -p 1 -timeout 15m ./integration/ ./integration/delivery/
+	$(GO) test -count=1 -p 1 -timeout 15m ./integration/ ./integration/delivery/ ./integration/transports/
+
+# What go mod tidy fetches for a user's module that imports the Redis,
+# Kafka or NATS packages, on a fresh module cache: at most 20 zips and 40
+# MB for Redis, nothing of the other transports, Watermill or Docker
+# (scripts/fetch-check says the bounds and why).
+test-fetch:
+	scripts/fetch-check
+
+# internal/containers, the Docker fallback of the test harnesses, in a
+# module of its own (testcontainers-go stays out of nandi's module graph).
+test-containers:
+	cd internal/containers && $(GO) vet ./...
 
 test-deploy:
 	cd deploy && $(GO) vet ./... && $(GO) test -count=1 ./...
@@ -128,7 +140,7 @@ lint: tidy
 # Every module's go.mod and go.sum are what go mod tidy makes of them
 # (make test runs this first: a go.sum missing a line fails here, saying
 # so, instead of in a test's build).
-MODULES := . examples examples/payments sink/pgsink deploy
+MODULES := . examples examples/payments sink/pgsink deploy internal/containers
 tidy:
 	@for m in $(MODULES); do \
 		(cd $$m && $(GO) mod tidy -diff) || { echo "go.mod or go.sum of $$m is not tidy: run go mod tidy there"; exit 1; }; \

@@ -20,7 +20,7 @@ import (
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m, redistest.IgnoreProxyLeaks()...) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 var srv *redistest.Server
 
@@ -310,7 +310,7 @@ func TestShutdownDrainsAndTheNextRunDoesNotRepeat(t *testing.T) {
 // to Redis holds every byte, so no renewal comes.
 func TestHandlerContextEndsWhenTheLeaseRunsOut(t *testing.T) {
 	s := server(t)
-	p := redistest.NewProxy(t, s.Addr())
+	p := redistest.NewLink(t, s.Addr())
 	client := redis.NewClient(&redis.Options{Addr: p.Addr(), MaxRetries: -1})
 	defer client.Close()
 	l := lease(t, client)

@@ -20,7 +20,7 @@ import (
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m, redistest.IgnoreProxyLeaks()...) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func probe(t *testing.T, h http.Handler) (int, string) {
 	t.Helper()
@@ -33,7 +33,7 @@ func probe(t *testing.T, h http.Handler) (int, string) {
 // store answers, held or not, and not once the store stops answering.
 func TestReadiness(t *testing.T) {
 	s := redistest.Start(t)
-	p := redistest.NewProxy(t, s.Addr())
+	p := redistest.NewLink(t, s.Addr())
 	client := redis.NewClient(&redis.Options{Addr: p.Addr(), MaxRetries: -1})
 	defer client.Close()
 	const iv = 200 * time.Millisecond

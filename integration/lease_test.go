@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nandi-go/nandi/internal/faultproxy"
 	"github.com/nandi-go/nandi/internal/redistest"
 	"github.com/nandi-go/nandi/partition"
 	"github.com/redis/go-redis/v9"
@@ -62,7 +63,7 @@ func TestLeaseGroupOfTwentyJoinsAndLeaves(t *testing.T) {
 func TestLeaseHangingStoreExpires(t *testing.T) {
 	srv := redistest.Start(t)
 	o := opts(t, 250*time.Millisecond)
-	proxy := redistest.NewProxy(t, srv.Addr())
+	proxy := faultproxy.New(t, srv.Addr())
 	g := newGroup(t, o, clientOf(srv))
 	for range 19 {
 		g.join()
@@ -111,7 +112,7 @@ func TestLeaseHangingStoreExpires(t *testing.T) {
 func TestLeaseLostReplyCountsOnce(t *testing.T) {
 	srv := redistest.Start(t)
 	o := opts(t, 200*time.Millisecond)
-	proxy := redistest.NewProxy(t, srv.Addr())
+	proxy := faultproxy.New(t, srv.Addr())
 	c := srv.Client(func(ro *redis.Options) { ro.Addr, ro.MaxRetries = proxy.Addr(), 3 })
 	g := newGroup(t, o, nil)
 	w := g.joinWith(o, c)
@@ -192,9 +193,9 @@ func TestLeaseReplicaPromotion(t *testing.T) {
 			replica := redistest.StartReplica(t, master)
 			o := opts(t, 250*time.Millisecond)
 			o.WaitReplicas = wait
-			var proxies []*redistest.Proxy
+			var proxies []*faultproxy.Proxy
 			g := newGroup(t, o, func(t *testing.T) redis.UniversalClient {
-				p := redistest.NewProxy(t, master.Addr())
+				p := faultproxy.New(t, master.Addr())
 				proxies = append(proxies, p)
 				return master.Client(func(ro *redis.Options) { ro.Addr = p.Addr() })
 			})

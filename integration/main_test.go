@@ -3,10 +3,10 @@ package integration
 import (
 	"testing"
 
-	"github.com/nandi-go/nandi/internal/redistest"
+	"github.com/nandi-go/nandi/internal/faultproxy"
 	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, redistest.IgnoreProxyLeaks()...)
+	goleak.VerifyTestMain(m, faultproxy.IgnoreLeaks()...)
 }

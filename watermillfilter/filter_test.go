@@ -67,7 +67,7 @@ func TestFilterRecoversPanics(t *testing.T) {
 // link to Redis holds every byte, so no renewal comes.
 func TestFilterHandlerContextEndsWithTheLease(t *testing.T) {
 	srv := redistest.Start(t)
-	p := redistest.NewProxy(t, srv.Addr())
+	p := redistest.NewLink(t, srv.Addr())
 	client := redis.NewClient(&redis.Options{Addr: p.Addr(), MaxRetries: -1})
 	defer client.Close()
 	l := runLease(t, client, "wm-deadline")
@@ -150,7 +150,7 @@ func TestFilterDrainsAtTheEndOfATerm(t *testing.T) {
 	}
 }
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m, redistest.IgnoreProxyLeaks()...) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func msg(k string, p []byte) *message.Message {
 	m := message.NewMessage(watermill.NewUUID(), p)

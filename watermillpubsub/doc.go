@@ -32,4 +32,31 @@
 // The Publisher writes each message with its key (PublisherConfig.Key,
 // the message's UUID by default), its payload, and its UUID and metadata
 // as headers, which the Subscriber gives back as they were sent.
+//
+// SubscriberConfig.ConsumerGroup is required: Watermill's Redis, Kafka and
+// NATS Pub/Subs take an empty group to mean that every subscriber gets
+// every message, which a group that splits a topic cannot be; a subscriber
+// that must get every message gets a group of its own.
+//
+// # Moving from watermill-redisstream
+//
+// A fleet can move one service at a time. Give watermill-redisstream's
+// marshaller to both sides (PublisherConfig.Marshaller,
+// SubscriberConfig.Unmarshaller: its DefaultMarshallerUnmarshaller fits
+// both, or your own) and read the topic with redisstream.Options{Key:
+// RedisStreamKey}: what watermill-redisstream's publishers write (no key
+// of nandi's, the UUID and msgpack metadata in fields of their own) and
+// what this package's Publisher writes are read by either side's
+// subscribers with UUID, metadata and payload as sent
+// (TestAStreamSharedWithWatermillRedisstream, against v1.4.5 on a real
+// redis-server). A message the Unmarshaller cannot read goes to the
+// failure policy once (by default the group's dead-letter stream).
+//
+// # Metrics and tracing
+//
+// SubscriberConfig.OnConsumer gets each subscription's consumer:
+// metrics.Subscriptions(reg, opts) exports its figures under its group
+// (GROUP:TOPIC) while it runs. SubscriberConfig.Handler wraps each
+// subscription's handler: tracing.Handler makes each message a span
+// (TestAWatermillSubscriptionIsMeasuredAndTraced in integration/).
 package watermillpubsub

@@ -19,6 +19,12 @@ type PublisherConfig struct {
 	// Key returns the key a message is partitioned by (its task id);
 	// nil: the message's UUID.
 	Key func(topic string, msg *message.Message) (string, error)
+	// Marshaller, if set, writes each message's fields (beside its key):
+	// watermill-redisstream's DefaultMarshallerUnmarshaller writes what
+	// its subscribers read (the UUID, msgpack metadata and the payload in
+	// fields of their own), so that they read what this Publisher writes.
+	// Default: the UUID and each metadata entry as a field of its own.
+	Marshaller Marshaller
 }
 
 // Publisher is a Watermill message.Publisher over nandi's producers.
@@ -73,7 +79,13 @@ func (p *Publisher) Publish(topic string, messages ...*message.Message) error {
 		if ctx == nil {
 			ctx = context.Background()
 		}
-		if err := pub.Publish(ctx, key, msg.Payload, headersOf(msg)); err != nil {
+		payload, headers := []byte(msg.Payload), headersOf(msg)
+		if p.config.Marshaller != nil {
+			if payload, headers, err = marshal(p.config.Marshaller, topic, msg); err != nil {
+				return fmt.Errorf("watermillpubsub: marshalling message %s: %w", msg.UUID, err)
+			}
+		}
+		if err := pub.Publish(ctx, key, payload, headers); err != nil {
 			return fmt.Errorf("watermillpubsub: publishing message %s to %s: %w", msg.UUID, topic, err)
 		}
 	}

@@ -23,12 +23,33 @@ type SubscriberConfig struct {
 	// a source that is an io.Closer is closed when its subscription ends.
 	Source func(topic string) (transport.Source, error)
 	// ConsumerGroup: the subscribers of one group split a topic by key;
-	// every group gets every message. Empty: the topic's name.
+	// every group gets every message. Required: Watermill's Pub/Subs read
+	// an empty group as "every subscriber gets every message", which a
+	// group that splits cannot be; give each subscriber a group of its own
+	// (watermill.NewShortUUID()) for that.
 	ConsumerGroup string
 	// Lease and Consumer configure each subscription (Lease.Name is set
 	// per group and topic).
 	Lease    partition.Options
 	Consumer consumer.Options
+
+	// Unmarshaller, if set, reads each message from its entry's fields
+	// (watermill-redisstream's DefaultMarshallerUnmarshaller reads what
+	// its publishers write: the UUID, msgpack metadata and the payload in
+	// fields of their own); a message it cannot read goes to the failure
+	// policy, once. Default: the fields this package's Publisher writes.
+	// Pair it with a Source whose redisstream.Options.Key is
+	// RedisStreamKey, since those publishers write no id.
+	Unmarshaller Unmarshaller
+	// Handler, if set, wraps each subscription's handler: for example
+	// tracing.Handler(h, tracing.Options{}) makes each message a span.
+	Handler func(topic string, h consumer.Handler) consumer.Handler
+	// OnConsumer, if set, is called with each subscription's consumer
+	// before it runs; the func it returns (if any) once the subscription
+	// has ended. For example metrics.Register(reg, c, opts), and
+	// unregistering its collectors at the end: metrics.Subscriptions(reg,
+	// opts) does both.
+	OnConsumer func(topic string, c *consumer.Consumer) (ended func())
 }
 
 // Subscriber is a Watermill message.Subscriber over nandi's consumer.
@@ -61,6 +82,9 @@ func NewSubscriber(config SubscriberConfig, logger watermill.LoggerAdapter) (*Su
 	if config.Source == nil {
 		return nil, transport.Invalid("watermillpubsub: SubscriberConfig.Source is nil: give the function that returns a topic's log (for Redis Streams, redisstream.New(client, topic, opts))")
 	}
+	if config.ConsumerGroup == "" {
+		return nil, transport.Invalid("watermillpubsub: SubscriberConfig.ConsumerGroup is empty: name the group whose subscribers split each topic by key (every group gets every message). An empty group means \"every subscriber gets every message\" in Watermill's Redis, Kafka and NATS Pub/Subs, which a group that splits cannot do: for that, give each subscriber a group of its own (watermill.NewShortUUID())")
+	}
 	if logger == nil {
 		logger = watermill.NopLogger{}
 	}
@@ -69,9 +93,6 @@ func NewSubscriber(config SubscriberConfig, logger watermill.LoggerAdapter) (*Su
 
 // leaseName is the lease (and ledger) name of a group on a topic.
 func (s *Subscriber) leaseName(topic string) string {
-	if s.config.ConsumerGroup == "" {
-		return topic
-	}
 	return s.config.ConsumerGroup + ":" + topic
 }
 
@@ -94,13 +115,21 @@ func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *messa
 	if err != nil {
 		return nil, fmt.Errorf("watermillpubsub: the lease of topic %s: %w", topic, err)
 	}
-	sub := &subscription{out: make(chan *message.Message), done: make(chan struct{})}
-	c, err := consumer.New(lease, src, sub.handle, s.config.Consumer)
+	sub := &subscription{out: make(chan *message.Message), done: make(chan struct{}), unmarshaller: s.config.Unmarshaller}
+	var h consumer.Handler = sub.handle
+	if s.config.Handler != nil {
+		h = s.config.Handler(topic, h)
+	}
+	c, err := consumer.New(lease, src, h, s.config.Consumer)
 	if err != nil {
 		return nil, fmt.Errorf("watermillpubsub: the consumer of topic %s: %w", topic, err)
 	}
 	fields := watermill.LogFields{"topic": topic, "group": lopts.Name}
 	s.logger.Info("subscribing", fields)
+	var ended func()
+	if s.config.OnConsumer != nil {
+		ended = s.config.OnConsumer(topic, c)
+	}
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s.running.Add(2)
 	go func() {
@@ -124,6 +153,9 @@ func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *messa
 					s.logger.Error("closing the source", err, fields)
 				}
 			}()
+		}
+		if ended != nil {
+			defer ended()
 		}
 		if err := c.Run(runCtx); err != nil {
 			s.logger.Error("subscription failed", err, fields)
@@ -150,6 +182,8 @@ func (s *Subscriber) Close() error {
 // subscription is one Subscribe: the consumer's handler hands each
 // message to the channel and waits for its Ack or Nack.
 type subscription struct {
+	unmarshaller Unmarshaller // nil: the fields the Publisher writes
+
 	out  chan *message.Message
 	done chan struct{} // closed when the subscription ends: nothing more is handed out
 	once sync.Once
@@ -180,6 +214,12 @@ func (sub *subscription) handle(taskCtx context.Context, m *transport.Message) e
 	ctx, cancel := context.WithCancel(taskCtx)
 	defer cancel()
 	msg := messageOf(m)
+	if sub.unmarshaller != nil {
+		var err error
+		if msg, err = unmarshal(sub.unmarshaller, m); err != nil {
+			return err
+		}
+	}
 	msg.SetContext(ctx)
 	sub.mu.RLock()
 	if sub.outEnd {

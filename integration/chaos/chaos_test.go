@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nandi-go/nandi/internal/faultproxy"
 	"github.com/nandi-go/nandi/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
@@ -67,8 +68,8 @@ func (f *fleet) afterFault() {
 
 type proc struct {
 	cmd      *exec.Cmd
-	proxy    *redistest.Proxy
-	srcProxy *redistest.Proxy // the worker's link to a JetStream server, when that is its source
+	proxy    *faultproxy.Proxy
+	srcProxy *faultproxy.Proxy // the worker's link to a JetStream server, when that is its source
 	done     chan error
 }
 
@@ -119,12 +120,12 @@ func (f *fleet) startWith(interval time.Duration, extra ...string) int {
 	} else if f.sentinels != nil {
 		redisEnv = append(redisEnv, envRedis+"="+strings.Join(f.sentinels.Addrs(), ","), envSentinel+"="+redistest.MasterName)
 	} else {
-		p.proxy = redistest.NewProxy(f.t, f.main.Addr())
+		p.proxy = faultproxy.New(f.t, f.main.Addr())
 		redisEnv = append(redisEnv, envRedis+"="+p.proxy.Addr())
 	}
 	switch f.source {
 	case "jetstream":
-		p.srcProxy = redistest.NewProxy(f.t, f.srcAddr) // a TCP proxy: NATS passes too
+		p.srcProxy = faultproxy.New(f.t, f.srcAddr) // a TCP proxy: NATS passes too
 		redisEnv = append(redisEnv, envSource+"="+f.source, envSrcAddr+"=nats://"+p.srcProxy.Addr())
 	case "kafka":
 		// Straight to kfake: a Kafka client connects to the brokers its

@@ -13,7 +13,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/nandi-go/nandi/internal/redistest"
+	"github.com/nandi-go/nandi/internal/faultproxy"
 	"go.uber.org/goleak"
 )
 
@@ -21,5 +21,5 @@ func TestMain(m *testing.M) {
 	if os.Getenv(envWorker) != "" {
 		os.Exit(workerMain())
 	}
-	goleak.VerifyTestMain(m, redistest.IgnoreProxyLeaks()...)
+	goleak.VerifyTestMain(m, faultproxy.IgnoreLeaks()...)
 }

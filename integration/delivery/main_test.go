@@ -7,12 +7,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nandi-go/nandi/internal/redistest"
+	"github.com/nandi-go/nandi/internal/faultproxy"
 	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, append(redistest.IgnoreProxyLeaks(),
+	goleak.VerifyTestMain(m, append(faultproxy.IgnoreLeaks(),
 		// watermill-redisstream's reader sleeps on after its Subscriber's
 		// Close (BenchmarkWatermillFigures' baseline).
 		goleak.IgnoreAnyFunction("github.com/ThreeDotsLabs/watermill-redisstream/pkg/redisstream.(*Subscriber).read"))...)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/nandi-go/nandi/consumer"
+	"github.com/nandi-go/nandi/internal/faultproxy"
 	"github.com/nandi-go/nandi/internal/redistest"
 	"github.com/nandi-go/nandi/partition"
 	"github.com/nandi-go/nandi/transport"
@@ -29,9 +30,9 @@ func TestAStoppedWorkerLeavesTheOthersServingToTheirCaps(t *testing.T) {
 	defer wg.Wait()
 	defer cancel()
 	var leases []*partition.Lease
-	var links []*redistest.Proxy
+	var links []*faultproxy.Proxy
 	start := func() {
-		link := redistest.NewProxy(t, srv.Addr())
+		link := faultproxy.New(t, srv.Addr())
 		client := redis.NewClient(&redis.Options{Addr: link.Addr(), MaxRetries: -1})
 		t.Cleanup(func() { _ = client.Close() })
 		l, err := partition.New(client, partition.Options{Name: groupName(t), Interval: iv})

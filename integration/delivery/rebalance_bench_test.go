@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/nandi-go/nandi/consumer"
+	"github.com/nandi-go/nandi/internal/faultproxy"
 	"github.com/nandi-go/nandi/internal/leaseseam"
 	"github.com/nandi-go/nandi/internal/redistest"
 	"github.com/nandi-go/nandi/partition"
@@ -109,10 +110,10 @@ func rebalanceOnce(b *testing.B, srv *redistest.Server, names []string, iv time.
 	var wg sync.WaitGroup
 	var leases []*partition.Lease
 	var stops []context.CancelFunc
-	var links []*redistest.Proxy
+	var links []*faultproxy.Proxy
 	start := func() {
 		id := len(leases)
-		link := redistest.NewProxy(b, srv.Addr())
+		link := faultproxy.New(b, srv.Addr())
 		links = append(links, link)
 		client := redis.NewClient(&redis.Options{Addr: link.Addr(), MaxRetries: -1})
 		b.Cleanup(func() { _ = client.Close() })

@@ -15,8 +15,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/testcontainers/testcontainers-go"
-	tcredis "github.com/testcontainers/testcontainers-go/modules/redis"
 )
 
 // EnvAddr names the environment variable read when there is neither a
@@ -60,15 +58,16 @@ func find() (source, error) {
 	return found, findErr
 }
 
+// dockerHealthy reports whether a Docker engine answers, asked through
+// internal/containers (testcontainers-go, in a module of its own: see
+// container.go) when a socket or DOCKER_HOST says there may be one.
 func dockerHealthy() bool {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	p, err := testcontainers.ProviderDefault.GetProvider()
-	if err != nil {
+	if !dockerMayRun() {
 		return false
 	}
-	defer p.Close()
-	return p.Health(ctx) == nil
+	cmd := exec.Command("go", "run", ".", "health")
+	cmd.Dir = containersDir()
+	return cmd.Run() == nil
 }
 
 // Server is one Redis server.
@@ -84,7 +83,7 @@ type Server struct {
 	mu   sync.Mutex
 	cmd  *exec.Cmd
 	exit chan struct{}
-	ctr  *tcredis.RedisContainer
+	ctr  *container
 }
 
 // Start starts a server (see the package doc for where it comes from) and
@@ -114,14 +113,13 @@ func start(t testing.TB, conf, args []string) *Server {
 		s.startProcess()
 		t.Cleanup(s.Kill)
 	case fromDocker:
-		ctx := context.Background()
-		ctr, err := tcredis.Run(ctx, "redis:7", testcontainers.WithCmdArgs(args...))
+		ctr, err := startContainer(args)
 		if err != nil {
 			t.Fatalf("redistest: starting a Redis container: %v", err)
 		}
-		t.Cleanup(func() { _ = ctr.Terminate(context.Background()) })
+		t.Cleanup(ctr.stop)
 		s.ctr = ctr
-		s.addr = s.containerAddr()
+		s.addr = ctr.addr
 	case fromEnv:
 		s.addr = os.Getenv(EnvAddr)
 		c := redis.NewClient(&redis.Options{Addr: s.addr})
@@ -131,14 +129,6 @@ func start(t testing.TB, conf, args []string) *Server {
 		}
 	}
 	return s
-}
-
-func (s *Server) containerAddr() string {
-	cs, err := s.ctr.ConnectionString(context.Background())
-	if err != nil {
-		s.t.Fatalf("redistest: container address: %v", err)
-	}
-	return strings.TrimPrefix(cs, "redis://")
 }
 
 // Addr is host:port.
@@ -239,15 +229,11 @@ func (s *Server) Kill() {
 func (s *Server) Restart() {
 	s.t.Helper()
 	if s.src == fromDocker {
-		ctx := context.Background()
-		timeout := time.Duration(0)
-		if err := s.ctr.Stop(ctx, &timeout); err != nil {
-			s.t.Fatalf("redistest: stopping the container: %v", err)
+		addr, err := s.ctr.restart()
+		if err != nil {
+			s.t.Fatalf("redistest: restarting the container: %v", err)
 		}
-		if err := s.ctr.Start(ctx); err != nil {
-			s.t.Fatalf("redistest: starting the container: %v", err)
-		}
-		s.addr = s.containerAddr()
+		s.addr = addr
 		return
 	}
 	s.needProcess("restart")

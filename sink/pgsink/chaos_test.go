@@ -19,6 +19,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nandi-go/nandi/checkpoint"
 	"github.com/nandi-go/nandi/consumer"
+	"github.com/nandi-go/nandi/internal/faultproxy"
 	"github.com/nandi-go/nandi/internal/pgtest"
 	"github.com/nandi-go/nandi/internal/redistest"
 	"github.com/nandi-go/nandi/partition"
@@ -51,7 +52,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv(envWorker) != "" {
 		os.Exit(worker())
 	}
-	goleak.VerifyTestMain(m, redistest.IgnoreProxyLeaks()...)
+	goleak.VerifyTestMain(m, faultproxy.IgnoreLeaks()...)
 }
 
 // payments is the stream of payment tasks of group: key the payment's

@@ -10,6 +10,7 @@ import (
 	wmredis "github.com/ThreeDotsLabs/watermill-redisstream/pkg/redisstream"
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/ThreeDotsLabs/watermill/pubsub/gochannel"
+	"github.com/nandi-go/nandi/internal/faultproxy"
 	"github.com/nandi-go/nandi/internal/redistest"
 	"github.com/nandi-go/nandi/transport"
 	"github.com/nandi-go/nandi/transport/transporttest"
@@ -17,7 +18,7 @@ import (
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m, redistest.IgnoreProxyLeaks()...) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, faultproxy.IgnoreLeaks()...) }
 
 var topics atomic.Int64
 

@@ -1,4 +1,4 @@
-package transport_test
+package transports_test
 
 import (
 	"errors"

@@ -1,4 +1,9 @@
-package redistest
+// Package faultproxy is an in-process toxiproxy in front of one server, so
+// that a test can fault one client's link per direction: hold every byte,
+// drop replies, add latency, move it to another server. The integration
+// and chaos suites use it; packages users import use redistest.Link, so
+// that toxiproxy is not a dependency of their tests.
+package faultproxy
 
 import (
 	"net/http/httptest"
@@ -18,9 +23,9 @@ type Proxy struct {
 	addr string
 }
 
-// NewProxy starts a proxy to upstream on an ephemeral loopback port; it is
+// New starts a proxy to upstream on an ephemeral loopback port; it is
 // stopped when the test ends.
-func NewProxy(t testing.TB, upstream string) *Proxy {
+func New(t testing.TB, upstream string) *Proxy {
 	t.Helper()
 	srv := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(nil), zerolog.Nop())
 	api := httptest.NewServer(srv.Routes())
@@ -28,7 +33,7 @@ func NewProxy(t testing.TB, upstream string) *Proxy {
 	p, err := c.CreateProxy("redis", "127.0.0.1:0", upstream)
 	if err != nil {
 		api.Close()
-		t.Fatalf("redistest: creating a proxy: %v", err)
+		t.Fatalf("faultproxy: creating a proxy: %v", err)
 	}
 	t.Cleanup(func() {
 		_ = p.Delete()
@@ -43,7 +48,7 @@ func (p *Proxy) Addr() string { return p.addr }
 func (p *Proxy) add(name, typ, stream string, attrs toxiclient.Attributes) {
 	p.t.Helper()
 	if _, err := p.p.AddToxic(name, typ, stream, 1, attrs); err != nil {
-		p.t.Fatalf("redistest: adding toxic %s: %v", name, err)
+		p.t.Fatalf("faultproxy: adding toxic %s: %v", name, err)
 	}
 }
 
@@ -51,7 +56,7 @@ func (p *Proxy) add(name, typ, stream string, attrs toxiclient.Attributes) {
 func (p *Proxy) Remove(name string) {
 	p.t.Helper()
 	if err := p.p.RemoveToxic(name); err != nil {
-		p.t.Fatalf("redistest: removing toxic %s: %v", name, err)
+		p.t.Fatalf("faultproxy: removing toxic %s: %v", name, err)
 	}
 }
 
@@ -84,17 +89,17 @@ func (p *Proxy) SetUpstream(addr string) {
 	p.t.Helper()
 	p.p.Upstream = addr
 	if err := p.p.Save(); err != nil {
-		p.t.Fatalf("redistest: switching the proxy: %v", err)
+		p.t.Fatalf("faultproxy: switching the proxy: %v", err)
 	}
 }
 
-// IgnoreProxyLeaks is the goleak option for packages whose tests use a
+// IgnoreLeaks is the goleak option for packages whose tests use a
 // Proxy. toxiproxy v2.12.0 can leave a link's stages blocked when the
 // client side of a connection goes away while a chunk is between stages
 // (NoopToxic.Pipe waits forever to hand it to a writer that has exited);
 // those goroutines belong to the test's proxy, not to nandi, so leak checks
 // skip them and still catch every goroutine of ours.
-func IgnoreProxyLeaks() []goleak.Option {
+func IgnoreLeaks() []goleak.Option {
 	return []goleak.Option{
 		goleak.IgnoreAnyFunction("github.com/Shopify/toxiproxy/v2/toxics.(*ToxicStub).Run"),
 		goleak.IgnoreAnyFunction("github.com/Shopify/toxiproxy/v2.(*ToxicLink).read"),
