@@ -17,7 +17,7 @@ var rank = map[string]int{
 	"hist": 0, "drain": 0, "transport": 0, "internal/leasecheck": 0, "internal/backoff": 0, "internal/leaseseam": 0, "internal/diagrams": 0, "internal/diagrams/cmd/gen": 1, "internal/docs": 6,
 	"partition": 1, "transport/memory": 1, "transport/redisstream": 1, "transport/natsjs": 1,
 	"transport/natscore": 1, "transport/kafkatopic": 1, "transport/watermillsub": 1, "transport/transporttest": 1,
-	"internal/redistest": 1, "internal/natstest": 1, "internal/pgtest": 0, "internal/spintest": 0,
+	"internal/redistest": 1, "internal/faultproxy": 1, "internal/natstest": 1, "internal/pgtest": 0, "internal/spintest": 0,
 	"partition/model": 1, "checkpoint/model": 2,
 	"checkpoint": 2, "presence": 2, "internal/deadstream": 2,
 	"consumer": 3,
@@ -25,7 +25,7 @@ var rank = map[string]int{
 	"metrics/watermillmetrics": 5,
 	"cmd/nandi":                6, "examples": 6, "examples/kafka-shared-topic": 6, "examples/mail-sender": 6,
 	"examples/nats-filter": 6, "examples/watermill-router": 6, "examples/watermill-filter": 6, "examples/dead-letters": 6, "examples/quickstart": 6, "examples/internal/demoredis": 1,
-	"integration": 6, "integration/chaos": 6, "integration/delivery": 6,
+	"integration": 6, "integration/chaos": 6, "integration/delivery": 6, "integration/transports": 6,
 	"internal/layers": 6,
 }
 
