@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -129,13 +130,35 @@ func throughShapes(t *testing.T, f *fleet, g growing) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	time.Sleep(500 * time.Millisecond) // anything handled twice shows up now
+	// A producer that wrote with the old partition count after the topic
+	// grew (kafka-go's Writer refreshes its metadata on its own schedule:
+	// seen under load) put a task where its id does not belong: the group
+	// then moves to an epoch whose every index reads every shard
+	// (realigned), rightly. Otherwise each reads only its own.
+	var misplaced int64
+	for _, m := range f.live {
+		misplaced += m.c.Stats().Misplaced
+	}
+	// reads says whether got is what a reads: its own shards exactly, or
+	// after a realignment at least them.
+	reads := func(a partition.Assignment, got []int) bool {
+		if misplaced == 0 {
+			return fmt.Sprint(got) == fmt.Sprint(a.ShardsOf(24))
+		}
+		for _, s := range a.ShardsOf(24) {
+			if !slices.Contains(got, s) {
+				return false
+			}
+		}
+		return true
+	}
 	deadline = time.Now().Add(20 * time.Second)
 	for {
 		mismatch := ""
 		for _, m := range f.live {
 			a, ok := m.c.Lease().Current()
-			if got := m.c.Reading(); !ok || fmt.Sprint(got) != fmt.Sprint(a.ShardsOf(24)) {
-				mismatch = fmt.Sprintf("%d of %d reads shards %v; want %v", a.Index, a.Replicas, got, a.ShardsOf(24))
+			if got := m.c.Reading(); !ok || !reads(a, got) {
+				mismatch = fmt.Sprintf("%d of %d reads shards %v; want %v (or more after a realignment: %d misplaced tasks met)", a.Index, a.Replicas, got, a.ShardsOf(24), misplaced)
 			}
 		}
 		if mismatch == "" {
@@ -148,12 +171,8 @@ func throughShapes(t *testing.T, f *fleet, g growing) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	st, err := checkpoint.NewRedis(f.srv.Client(), f.opts.Name).ReadLow(context.Background())
-	if err != nil || st.Current == nil || st.Current.Aligned != 24 {
-		t.Errorf("the checkpoints after the log grew to 24 shards: %+v, %v; want an epoch aligned to 24", st.Current, err)
-	}
-	var misplaced int64
-	for _, m := range f.live {
-		misplaced += m.c.Stats().Misplaced
+	if err != nil || st.Current == nil || (misplaced == 0 && st.Current.Aligned != 24) {
+		t.Errorf("the checkpoints after the log grew to 24 shards: %+v, %v; want an epoch aligned to 24 (no misplaced task met)", st.Current, err)
 	}
 	f.stopAll()
 	reordered := 0

@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -172,12 +173,69 @@ func (s *Server) Kill() {
 	if s.cmd == nil {
 		return
 	}
+	// The postmaster and every process it started (each backend and
+	// auxiliary process is a session of its own, so no process group
+	// holds them all), as a killed container's: a backend still alive
+	// holds the shared memory, and a restart on the data directory refuses
+	// to start ("pre-existing shared memory block is still in use"; seen
+	// under load when the backends were left to notice on their own).
+	kids := children(s.cmd.Process.Pid)
 	_ = s.cmd.Process.Kill()
 	_, _ = s.cmd.Process.Wait()
 	s.cmd = nil
-	// Its children (backends) die with the postmaster's lost pipe; give
-	// the port back before a restart binds it again.
-	time.Sleep(50 * time.Millisecond)
+	for _, pid := range kids {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if !slices.ContainsFunc(kids, alive) {
+			return
+		}
+	}
+}
+
+// children lists the processes whose parent is pid (Linux's /proc).
+func children(pid int) []int {
+	entries, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range entries {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if st, ok := procStat(p); ok && st.ppid == pid {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// alive reports whether pid runs (a zombie has let go of everything).
+func alive(pid int) bool {
+	st, ok := procStat(pid)
+	return ok && st.state != "Z"
+}
+
+type stat struct {
+	state string
+	ppid  int
+}
+
+// procStat reads /proc/PID/stat: "pid (comm) state ppid ...".
+func procStat(pid int) (stat, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return stat{}, false
+	}
+	rest := string(b)
+	if i := strings.LastIndexByte(rest, ')'); i >= 0 {
+		rest = rest[i+1:]
+	}
+	f := strings.Fields(rest)
+	if len(f) < 2 {
+		return stat{}, false
+	}
+	ppid, _ := strconv.Atoi(f[1])
+	return stat{state: f[0], ppid: ppid}, true
 }
 
 // Stop stops the server cleanly (SIGTERM: smart shutdown is too patient
