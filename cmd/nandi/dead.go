@@ -42,15 +42,34 @@ func newDeadFlags(sub string, out, errOut io.Writer) *deadFlags {
 		stream: fs.String("stream", "", "the dead-letter stream (default {group}:dead)")}
 }
 
-// connect checks -group, fills -stream's default and connects.
+// connect checks -group, fills -stream's default and connects; a group
+// that has none of its keys is refused (a typo would read as "no dead
+// letters"), and so is a -stream that does not exist.
 func (f *deadFlags) connect(ctx context.Context) (redis.UniversalClient, int) {
 	if *f.group == "" {
 		return nil, f.usageError("-group is required")
 	}
-	if *f.stream == "" {
+	given := *f.stream != ""
+	if !given {
 		*f.stream = deadletter.Stream(*f.group)
 	}
-	return f.connected(ctx, *f.url)
+	c, code := f.connected(ctx, *f.url)
+	if c == nil {
+		return nil, code
+	}
+	err := checkGroup(ctx, c, *f.group)
+	if err == nil && given {
+		if n, xerr := c.Exists(ctx, *f.stream).Result(); xerr != nil {
+			err = xerr
+		} else if n == 0 {
+			err = fmt.Errorf("no stream %q on this Redis (-stream names the dead-letter stream; without it, %s)", *f.stream, deadletter.Stream(*f.group))
+		}
+	}
+	if err != nil {
+		_ = c.Close()
+		return nil, f.failed(err)
+	}
+	return c, exitOK
 }
 
 func deadList(ctx context.Context, args []string, out, errOut io.Writer) int {

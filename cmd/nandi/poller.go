@@ -167,7 +167,7 @@ func (tk *tracker) poll(ctx context.Context, c redis.UniversalClient) *Snapshot 
 		}
 	}
 	snap.Mapping, snap.Standby = mapping(st.Workers, snap.Replicas)
-	if len(tk.rtts) > 0 {
+	if len(tk.rtts) > 0 && st.Interval > 0 { // a group with no lease has no settings to plan
 		rs := slices.Clone(tk.rtts)
 		slices.Sort(rs)
 		med := rs[len(rs)/2]

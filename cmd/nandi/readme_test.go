@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nandi-go/nandi/deadletter"
 	"github.com/nandi-go/nandi/internal/redistest"
 	"github.com/nandi-go/nandi/presence"
 )
@@ -75,6 +76,9 @@ func TestReadmeCommandSamples(t *testing.T) {
 	srv := redistest.Start(t)
 	url := "redis://" + srv.Addr()
 	stamp := regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ`)
+	if _, err := srv.Do("XADD", deadletter.Stream("paused"), "*", "key", "k"); err != nil { // the group exists
+		t.Fatal(err)
+	}
 	_, out, errOut := nandi(t, context.Background(), "pause", "-redis", url, "-group", "paused", "-reason", "smtp provider down")
 	want := readmeBlock(t, "`nandi_consumer_paused_since_seconds` say each worker")
 	want = strings.SplitN(want, "\n", 2)[1] // after the command line

@@ -340,7 +340,7 @@ async function showGroups() {
     const res = await fetch("/api/groups");
     if (!res.ok) throw new Error(await res.text());
     const names = await res.json();
-    if (names.length === 0) list.replaceChildren(el("li", null, "no group found (no {NAME}:lease key)"));
+    if (names.length === 0) list.replaceChildren(el("li", null, "no group found (no lease, checkpoints, dead letters, pause or workers of any group: check -redis and its database)"));
     else list.replaceChildren(...names.map(n => {
       const a = el("a", null, n);
       a.href = "/g/" + encodeURIComponent(n);
