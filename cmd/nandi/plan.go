@@ -15,7 +15,7 @@ import (
 type Plan struct {
 	Interval       time.Duration    `json:"interval_ns"`
 	Gap            time.Duration    `json:"gap_ns"` // Gap as a duration
-	Workers        int              `json:"workers"`
+	Workers        int              `json:"worker_count"`
 	RTT            time.Duration    `json:"rtt_ns"`
 	Jitter         time.Duration    `json:"jitter_ns"`
 	FirstLease     [2]time.Duration `json:"first_lease_ns"`   // a new worker's first lease, from..to
@@ -54,6 +54,7 @@ func plan(iv time.Duration, gap float64, workers int, rtt, jitter time.Duration)
 			p.Verdict = v
 		}
 	}
+	p.Findings = []string{}
 	late := rtt + jitter
 	switch {
 	case late >= g:

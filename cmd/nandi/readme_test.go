@@ -14,6 +14,8 @@ import (
 	"github.com/nandi-go/nandi/presence"
 )
 
+func ptr[T any](v T) *T { return &v }
+
 // readmeBlock returns the code block of the guide's CLI page
 // (docs/cli.md) that follows the line containing after, without its
 // fences.
@@ -43,14 +45,14 @@ func TestReadmeSamplesAreRealOutput(t *testing.T) {
 	since := now.Add(-4200 * time.Millisecond)
 	s := &Status{ServerTime: now, Workers: []presence.Record{
 		{Worker: "mail-sender-7f9c-c", Held: true, Index: 0, Replicas: 4, Token: 1796298610000, Since: since, Handled: 134,
-			Version: "(devel)", Oldest: []float64{0}, LagSeconds: []float64{0.4}},
+			Version: "(devel)", Oldest: []float64{0}, LagSeconds: []*float64{ptr[float64](0.4)}},
 		{Worker: "mail-sender-7f9c-b", Held: true, Index: 1, Replicas: 4, Token: 1796298610000, Since: since, Handled: 132, Failed: 19,
-			Version: "(devel)", Oldest: []float64{3.9}, LagSeconds: []float64{12.5},
+			Version: "(devel)", Oldest: []float64{3.9}, LagSeconds: []*float64{ptr[float64](12.5)},
 			LastError: "13: smtp: 451 4.7.1 greylisted, try again later", LastErrorAt: now.Add(-time.Second)},
 		{Worker: "mail-sender-7f9c-a", Held: true, Index: 2, Replicas: 4, Token: 1796298610000, Since: since, Handled: 133,
-			Version: "(devel)", Oldest: []float64{0}, LagSeconds: []float64{0.2}},
+			Version: "(devel)", Oldest: []float64{0}, LagSeconds: []*float64{ptr[float64](0.2)}},
 		{Worker: "mail-sender-5b2e-x", Held: true, Index: 3, Replicas: 4, Token: 1796298610000, Since: now.Add(-3500 * time.Millisecond),
-			Version: "(devel)", Oldest: []float64{0}, LagSeconds: []float64{0}},
+			Version: "(devel)", Oldest: []float64{0}, LagSeconds: []*float64{ptr[float64](0)}},
 	}}
 	var out bytes.Buffer
 	printWorkers(&out, s)

@@ -28,7 +28,7 @@ type Status struct {
 	Offset     time.Duration `json:"offset_ns"` // of ServerTime in Current
 	Generation string        `json:"generation"`
 	// Paused is the group's pause (nandi pause), nil when it runs.
-	Paused *consumer.PauseState `json:"paused,omitempty"`
+	Paused *consumer.PauseState `json:"paused"`
 	// Dead is how many dead letters the group's stream
 	// (deadletter.Stream) holds, and the newest of them, newest first.
 	Dead       int64               `json:"dead"`
@@ -83,7 +83,7 @@ type EpochStatus struct {
 	// new replicas); Held is how many indexes are opened and not released,
 	// Ready how many of those are ready to hand over.
 	Fenced bool `json:"fenced,omitempty"`
-	Held   int  `json:"held,omitempty"`
+	Held   int  `json:"holding,omitempty"`
 	Ready  int  `json:"ready,omitempty"`
 }
 
@@ -99,7 +99,7 @@ func readStatus(ctx context.Context, c redis.UniversalClient, group string) (*St
 		return nil, err
 	}
 	s := &Status{Group: group, Interval: g.Interval, Gap: g.Gap, ServerTime: g.ServerTime, Current: g.Current,
-		Offset: g.Offset, Generation: g.Generation, NoLease: g.Interval == 0}
+		Offset: g.Offset, Generation: g.Generation, NoLease: g.Interval == 0, Counts: []Count{}}
 	for _, x := range g.Counts {
 		s.Counts = append(s.Counts, Count{Interval: x.Interval, Count: x.Count, Closed: x.Closed})
 	}
@@ -130,6 +130,9 @@ func readStatus(ctx context.Context, c redis.UniversalClient, group string) (*St
 	}
 	if s.Workers, err = presence.Read(ctx, c, group); err != nil {
 		return nil, err
+	}
+	if s.Workers == nil {
+		s.Workers = []presence.Record{} // none: empty, never null in JSON
 	}
 	if s.LedgerError == "" {
 		if s.Lag, err = readLag(ctx, c, st, s.Workers); err != nil {
