@@ -61,7 +61,7 @@ type Record struct {
 	// description of it (at most consumer.Options.DescribeInterval old).
 	LagMessages []*int64   `json:"lag_messages,omitempty"`
 	LagSeconds  []*float64 `json:"lag_seconds,omitempty"`
-	Oldest      []float64 `json:"oldest_seconds,omitempty"`
+	Oldest      []float64  `json:"oldest_seconds,omitempty"`
 	// System and Sources name the log the worker reads: its system
 	// ("redis", "kafka", "nats") and its streams, topic or subjects (one
 	// per shard, or one for all: transport.Info.Destinations). Sources is

@@ -129,8 +129,8 @@ func TestEveryJSONOutputHasTheDocumentedShapes(t *testing.T) {
 		shape string
 	}{
 		"a count as workers": {`{"lag": [{"shard": 0, "entries": null, "source": "s"}], "workers": 3}`, "object"},
-		"an unknown key": {`{"group": "g", "worker_count_total": 1}`, "object"},
-		"a pause as a bool": {`{"paused": true}`, "object"},
+		"an unknown key":     {`{"group": "g", "worker_count_total": 1}`, "object"},
+		"a pause as a bool":  {`{"paused": true}`, "object"},
 	} {
 		var v any
 		if err := json.Unmarshal([]byte(c.json), &v); err != nil {
