@@ -297,6 +297,20 @@ func watchLine(at time.Time, interval int64, count, prev int, gen, epoch string,
 		strings.Join(changes, "; "))
 }
 
+// pauseEvent says how the pause changed from was to now ("" when it did
+// not; at the first read, only a pause that is on).
+func pauseEvent(was, now *consumer.PauseState, first bool) string {
+	switch {
+	case now != nil && (was == nil || first):
+		return fmt.Sprintf("PAUSED since %s%s", now.Since.Format(time.RFC3339), reasonText(now.Reason))
+	case now != nil && was.Reason != now.Reason:
+		return fmt.Sprintf("PAUSE reason now %q (was %q)", now.Reason, was.Reason)
+	case now == nil && was != nil:
+		return "RESUMED"
+	}
+	return ""
+}
+
 // cmdWatch prints one line per interval, just after it closes: its count,
 // the one before, and the current epoch.
 func cmdWatch(ctx context.Context, args []string, out, errOut io.Writer) int {
@@ -309,10 +323,20 @@ func cmdWatch(ctx context.Context, args []string, out, errOut io.Writer) int {
 	fmt.Fprintln(out, watchHeader)
 	var last int64
 	var seen map[string]bool // the workers at the last line
+	var pause *consumer.PauseState
+	first := true
 	for {
 		s, err := readStatus(ctx, c, group)
 		if ctx.Err() != nil {
 			return 0
+		}
+		if err == nil {
+			// A pause, a resume or a new reason is a line of its own, as it
+			// is read (a stopped group's too).
+			if ev := pauseEvent(pause, s.Paused, first); ev != "" {
+				fmt.Fprintf(out, "%-24s  %-10s  %5s  %4s  %-18s  %-16s  %s\n", time.Now().UTC().Format("2006-01-02T15:04:05.000Z"), "-", "-", "-", "-", "-", ev)
+			}
+			pause, first = s.Paused, false
 		}
 		wait := time.Second
 		switch {
