@@ -80,8 +80,8 @@ func cmdReset(ctx context.Context, args []string, out, errOut io.Writer) int {
 	if r.DryRun {
 		verb = "would reset"
 	}
-	fmt.Fprintf(out, "group %s %s: epoch %d (of %d replicas) replaced by epoch %d, every index starting again at %v\n",
-		*group, verb, r.From.N, r.From.R, r.N, r.To)
+	fmt.Fprintf(out, "group %s %s: epoch %d (of %s) replaced by epoch %d, every index starting again at %v\n",
+		*group, verb, r.From.N, plural(r.From.R, "replica"), r.N, r.To)
 	for _, m := range r.Moves() {
 		fmt.Fprintln(out, "  "+m)
 	}

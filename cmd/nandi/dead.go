@@ -81,6 +81,11 @@ func deadList(ctx context.Context, args []string, out, errOut io.Writer) int {
 	if code, ok := fs.parse(args); !ok {
 		return code
 	}
+	for name, v := range map[string]string{"-from": *from, "-until": *until} {
+		if err := entryID(v, true); err != nil {
+			return fs.usageError("%s %s", name, err)
+		}
+	}
 	c, code := fs.connect(ctx)
 	if c == nil {
 		return code
@@ -105,6 +110,25 @@ func deadList(ctx context.Context, args []string, out, errOut io.Writer) int {
 	}
 	tw.Flush()
 	return exitOK
+}
+
+// entryID checks a stream entry ID as the commands take it: MS-SEQ or
+// MS; bound also allows XRANGE's "-", "+" and "(" before an ID.
+func entryID(id string, bound bool) error {
+	if bound && (id == "-" || id == "+") {
+		return nil
+	}
+	if bound {
+		id = strings.TrimPrefix(id, "(")
+	}
+	ms, seq, hasSeq := strings.Cut(id, "-")
+	digits := func(s string) bool {
+		return s != "" && strings.Trim(s, "0123456789") == ""
+	}
+	if !digits(ms) || (hasSeq && !digits(seq)) {
+		return fmt.Errorf("%q is not a stream entry ID: MS-SEQ, as nandi dead list shows it (1733400000000-0)", id)
+	}
+	return nil
 }
 
 // from1 says where a letter's task came from, in one table cell.
@@ -149,6 +173,9 @@ func deadShow(ctx context.Context, args []string, out, errOut io.Writer) int {
 		return code
 	}
 	id := fs.Arg(0)
+	if err := entryID(id, false); err != nil {
+		return fs.usageError("%s", err)
+	}
 	c, code := fs.connect(ctx)
 	if c == nil {
 		return code
@@ -206,6 +233,25 @@ func deadReplay(ctx context.Context, args []string, out, errOut io.Writer) int {
 	}
 	if *create && *to == "" {
 		return fs.usageError("-create goes with -to")
+	}
+	for name, v := range map[string]string{"-from": *from, "-until": *until} {
+		if err := entryID(v, true); err != nil {
+			return fs.usageError("%s %s", name, err)
+		}
+	}
+	if *ids != "" {
+		for _, id := range strings.Split(*ids, ",") {
+			if err := entryID(id, false); err != nil {
+				return fs.usageError("-id %s", err)
+			}
+		}
+	}
+	if *ids != "" {
+		for _, id := range strings.Split(*ids, ",") {
+			if err := entryID(id, false); err != nil {
+				return fs.usageError("-id %s", err)
+			}
+		}
 	}
 	c, code := fs.connect(ctx)
 	if c == nil {

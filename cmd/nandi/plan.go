@@ -76,7 +76,7 @@ func plan(iv time.Duration, gap float64, workers int, rtt, jitter time.Duration)
 
 func printPlan(w io.Writer, p Plan) {
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "settings\tinterval %v, gap %v, %d workers\n", p.Interval, p.Gap, p.Workers)
+	fmt.Fprintf(tw, "settings\tinterval %v, gap %v, %s\n", p.Interval, p.Gap, plural(p.Workers, "worker"))
 	fmt.Fprintf(tw, "network\tround trip %v, jitter %v\n", p.RTT, p.Jitter)
 	fmt.Fprintf(tw, "first lease of a new worker\t%v to %v\n", p.FirstLease[0], p.FirstLease[1])
 	fmt.Fprintf(tw, "first lease of a group restarted at once\t%v to %v (its stopped workers still count for the windows that follow)\n", p.RestartLease[0], p.RestartLease[1])

@@ -362,7 +362,7 @@ func cmdWatch(ctx context.Context, args []string, out, errOut io.Writer) int {
 				epoch := "-"
 				for _, e := range s.Epochs {
 					if e.Current {
-						epoch = fmt.Sprintf("%d (%d replicas)", e.N, e.Replicas)
+						epoch = fmt.Sprintf("%d (%s)", e.N, plural(e.Replicas, "replica"))
 					}
 				}
 				gen := s.Generation

@@ -170,3 +170,31 @@ func TestCommandsRefuseAGroupThatDoesNotExist(t *testing.T) {
 		t.Errorf("a second pause: exit %d\n%s; want it to say the reason changed", code, out)
 	}
 }
+
+// checkpoint reset -to end finds the group's Redis streams as -to start
+// does: from what its workers recorded beside the ledger (here with no
+// worker running), without -streams.
+func TestResetToEndFindsTheStreams(t *testing.T) {
+	srv := redistest.Start(t)
+	c := srv.Client()
+	bg := context.Background()
+	src, _ := redisstream.NewSharded(c, []string{"pay.0", "pay.1"}, redisstream.Options{})
+	p, _ := src.Producer(redisstream.ProducerOptions{})
+	for i := range 10 {
+		if err := p.Publish(bg, strings.Repeat("k", i+1), []byte("x"), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l, _ := partition.New(c, partition.Options{Name: "pay", Interval: 200 * time.Millisecond})
+	cons, _ := consumer.New(l, src, func(context.Context, *transport.Message) error { return nil }, consumer.Options{})
+	ctx, cancel := context.WithCancel(bg)
+	ran := make(chan struct{})
+	go func() { defer close(ran); _ = cons.Run(ctx) }()
+	redistest.WaitFor(t, 10*time.Second, "10 handled", func() bool { return cons.Stats().Handled == 10 })
+	cancel()
+	<-ran
+	code, out, errOut := nandi(t, bg, "checkpoint", "reset", "-redis", "redis://"+srv.Addr(), "-group", "pay", "-to", "end", "-dry-run")
+	if code != exitOK || !strings.Contains(out, "would reset") {
+		t.Errorf("reset -to end -dry-run with no -streams: exit %d\n%s%s", code, out, errOut)
+	}
+}
