@@ -93,7 +93,9 @@ func TestWatchShowsPauseAndResume(t *testing.T) {
 	ctx, cancel := context.WithCancel(bg)
 	var out, errOut lockedBuffer
 	done := make(chan int)
-	go func() { done <- run(ctx, []string{"watch", "-redis", "redis://" + srv.Addr(), "-group", "watched"}, &out, &errOut) }()
+	go func() {
+		done <- run(ctx, []string{"watch", "-redis", "redis://" + srv.Addr(), "-group", "watched"}, &out, &errOut)
+	}()
 	waitLine := func(what string) {
 		t.Helper()
 		redistest.WaitFor(t, 10*time.Second, what, func() bool { return strings.Contains(out.String(), what) })
