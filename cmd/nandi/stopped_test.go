@@ -198,3 +198,28 @@ func TestResetToEndFindsTheStreams(t *testing.T) {
 		t.Errorf("reset -to end -dry-run with no -streams: exit %d\n%s%s", code, out, errOut)
 	}
 }
+
+// A request from another site that sends no Origin is refused saying what
+// it sent, not "no Sec-Fetch-Site".
+func TestACrossSiteRequestIsNamed(t *testing.T) {
+	srv := redistest.Start(t)
+	c := srv.Client()
+	if err := writeDeadLetter(c, "g"); err != nil {
+		t.Fatal(err)
+	}
+	ws := newWebServer(c, "", "")
+	web := httptest.NewServer(ws.handler())
+	defer web.Close()
+	defer ws.Close()
+	req, _ := http.NewRequest("POST", web.URL+"/api/g/g/pause", strings.NewReader(`{}`))
+	req.Header.Set("Sec-Fetch-Site", "cross-site")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusForbidden || !strings.Contains(string(body), "Sec-Fetch-Site: cross-site") {
+		t.Errorf("a cross-site request: %d %q", res.StatusCode, body)
+	}
+}
