@@ -82,7 +82,7 @@ func TestReadmeCommandSamples(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, out, errOut := nandi(t, context.Background(), "pause", "-redis", url, "-group", "paused", "-reason", "smtp provider down")
-	want := readmeBlock(t, "`nandi_consumer_paused_since_seconds` say each worker")
+	want := readmeBlock(t, "older than 4 hours.")
 	want = strings.SplitN(want, "\n", 2)[1] // after the command line
 	if got := stamp.ReplaceAllString(out, "T"); got != stamp.ReplaceAllString(want, "T") {
 		t.Errorf("docs/cli.md's nandi pause sample:\n%s\nwhat nandi pause prints:\n%s%s", want, out, errOut)
