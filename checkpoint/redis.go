@@ -30,13 +30,68 @@ var (
 	//go:embed ready.lua
 	readySource string
 
-	openScript    = redis.NewScript(commonSource + openSource)
-	writeScript   = redis.NewScript(commonSource + writeSource)
-	realignScript = redis.NewScript(commonSource + realignSource)
-	headScript    = redis.NewScript(commonSource + headSource)
-	marksScript   = redis.NewScript(marksSource)
-	readyScript   = redis.NewScript(commonSource + readySource)
+	openScript    = newScript(commonSource + openSource)
+	writeScript   = newScript(commonSource + writeSource)
+	realignScript = newScript(commonSource + realignSource)
+	headScript    = newScript(commonSource + headSource)
+	marksScript   = newScript(marksSource)
+	readyScript   = newScript(commonSource + readySource)
 )
+
+// script is one of the ledger's scripts: its source, and go-redis's
+// EVALSHA-then-EVAL runner of it.
+type script struct {
+	src string
+	rs  *redis.Script
+}
+
+func newScript(src string) *script { return &script{src: src, rs: redis.NewScript(src)} }
+
+// Hash is the script's SHA1, as EVALSHA names it.
+func (s *script) Hash() string { return s.rs.Hash() }
+
+// Evaluator runs a ledger script atomically, as Redis's EVAL does (the
+// keys, then the arguments), and returns its reply as go-redis does
+// (int64, string, []any, nil; an error reply as an error). The ledger on
+// Redis uses the client's; package checkpoint/memledger runs the same
+// scripts in memory, so that the ledger's rules are the scripts' in both.
+type Evaluator interface {
+	Eval(ctx context.Context, src string, keys []string, args ...any) (any, error)
+}
+
+// clientEvaluator runs scripts on a Redis client (EVALSHA, EVAL when the
+// server does not have it).
+type clientEvaluator struct{ c redis.UniversalClient }
+
+func (e clientEvaluator) Eval(ctx context.Context, src string, keys []string, args ...any) (any, error) {
+	s, ok := scriptsBySource[src]
+	if !ok {
+		s = newScript(src)
+	}
+	return s.rs.Run(ctx, e.c, keys, args...).Result()
+}
+
+// scriptsBySource finds a script's runner (and its SHA) from its source.
+var scriptsBySource = map[string]*script{}
+
+func init() {
+	for _, s := range []*script{openScript, writeScript, realignScript, headScript, marksScript, readyScript} {
+		scriptsBySource[s.src] = s
+	}
+}
+
+// run runs s with l's evaluator and returns its reply as a slice.
+func (l *Redis) run(ctx context.Context, s *script, keys []string, args ...any) ([]any, error) {
+	v, err := l.ev.Eval(ctx, s.src, keys, args...)
+	if err != nil {
+		return nil, err
+	}
+	out, ok := v.([]any)
+	if !ok {
+		return nil, fmt.Errorf("redis: unexpected type=%T for Slice", v)
+	}
+	return out, nil
+}
 
 // Key is the Redis key of group name's ledger, its head (a hash of every
 // epoch's counts, starts and cuts), under the group's hash tag beside the
@@ -54,7 +109,8 @@ func Key(group string) string { return partition.KeyPrefix(group) + "ledger" }
 // never by replicas x shards (checkpoint/common.lua says how). Marks are
 // read a page at a time.
 type Redis struct {
-	c     redis.UniversalClient
+	c     redis.UniversalClient // nil with NewOn
+	ev    Evaluator
 	keys  []string // head, marks, lows
 	group string
 }
@@ -64,8 +120,17 @@ var _ Store = (*Redis)(nil)
 // NewRedis returns the ledger of group on client. It does no I/O and
 // never closes the client.
 func NewRedis(client redis.UniversalClient, group string) *Redis {
+	l := NewOn(clientEvaluator{client}, group)
+	l.c = client
+	return l
+}
+
+// NewOn returns the ledger of group whose scripts e runs: the same ledger
+// as NewRedis's, on another store of its keys (checkpoint/memledger's, in
+// memory). Reset, which watches keys, needs NewRedis's.
+func NewOn(e Evaluator, group string) *Redis {
 	k := Key(group)
-	return &Redis{c: client, keys: []string{k, k + ":marks", k + ":lows"}, group: group}
+	return &Redis{ev: e, keys: []string{k, k + ":marks", k + ":lows"}, group: group}
 }
 
 // pageFields is the most mark fields one read asks for (HMGET): about a
@@ -129,7 +194,7 @@ func (l *Redis) Open(ctx context.Context, req OpenRequest) (*State, error) {
 			args = append(args, s)
 		}
 	}
-	res, err := openScript.Run(ctx, l.c, l.keys, args...).Slice()
+	res, err := l.run(ctx, openScript, l.keys, args...)
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint: open: %w", err)
 	}
@@ -204,7 +269,7 @@ func (l *Redis) readMarks(ctx context.Context, at []markAt) error {
 		for _, a := range at[i:j] {
 			args = append(args, markField(a.e.N, a.s, a.k))
 		}
-		res, err := marksScript.Run(ctx, l.c, l.keys[1:2], args...).Slice()
+		res, err := l.run(ctx, marksScript, l.keys[1:2], args...)
 		if err != nil {
 			return fmt.Errorf("checkpoint: read marks: %w", err)
 		}
@@ -262,7 +327,7 @@ func (l *Redis) readOpened(ctx context.Context, e *Epoch) error {
 		for k := i; k < j; k++ {
 			args = append(args, strconv.FormatInt(e.N, 10)+":o:"+strconv.Itoa(k))
 		}
-		res, err := marksScript.Run(ctx, l.c, l.keys[1:2], args...).Slice()
+		res, err := l.run(ctx, marksScript, l.keys[1:2], args...)
 		if err != nil {
 			return fmt.Errorf("checkpoint: read marks: %w", err)
 		}
@@ -277,7 +342,7 @@ func (l *Redis) readOpened(ctx context.Context, e *Epoch) error {
 
 // ReadLow implements Store.
 func (l *Redis) ReadLow(ctx context.Context) (*State, error) {
-	res, err := headScript.Run(ctx, l.c, l.keys).Slice()
+	res, err := l.run(ctx, headScript, l.keys)
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint: read: %w", err)
 	}
@@ -314,7 +379,7 @@ func (l *Redis) Realign(ctx context.Context, req RealignRequest) error {
 	for _, p := range req.Ends {
 		args = append(args, encode(p))
 	}
-	res, err := realignScript.Run(ctx, l.c, l.keys, args...).Slice()
+	res, err := l.run(ctx, realignScript, l.keys, args...)
 	if err != nil {
 		return fmt.Errorf("checkpoint: realign: %w", err)
 	}
@@ -363,7 +428,7 @@ func (l *Redis) Write(ctx context.Context, w WriteRequest) error {
 		low, hi, und := encodeMarkArgs(m)
 		args = append(args, s, low, hi, und)
 	}
-	res, err := writeScript.Run(ctx, l.c, l.keys, args...).Slice()
+	res, err := l.run(ctx, writeScript, l.keys, args...)
 	if err != nil {
 		return fmt.Errorf("checkpoint: write: %w", err)
 	}
@@ -386,7 +451,7 @@ func (l *Redis) Write(ctx context.Context, w WriteRequest) error {
 
 // Ready implements Store.
 func (l *Redis) Ready(ctx context.Context, req ReadyRequest) (ready, held int, err error) {
-	res, err := readyScript.Run(ctx, l.c, l.keys, req.Epoch, req.Token, req.Index, req.Replicas).Slice()
+	res, err := l.run(ctx, readyScript, l.keys, req.Epoch, req.Token, req.Index, req.Replicas)
 	if err != nil {
 		return 0, 0, fmt.Errorf("checkpoint: ready: %w", err)
 	}

@@ -112,6 +112,9 @@ var ErrLeaseUnknown = errors.New("checkpoint: the group's lease was not found be
 // intervals after its first registration). With opts.DryRun it changes
 // nothing and says what it would do, whether the group runs or not.
 func (l *Redis) Reset(ctx context.Context, to []transport.Position, opts ResetOptions) (*Reset, error) {
+	if l.c == nil {
+		return nil, errors.New("checkpoint: Reset watches the ledger's keys: it needs a ledger made by NewRedis")
+	}
 	st, err := l.Read(ctx)
 	if err != nil {
 		return nil, err

@@ -27,26 +27,34 @@ type PauseState struct {
 // rebalance), until Resume. Each worker reads the pause once per lease
 // interval, before anything else it does then and on its own timeout (a
 // source whose Info hangs cannot hold it up), so a pause takes effect
-// within an interval. Pausing a paused group keeps its first Since.
+// within an interval. Pausing a paused group keeps its first Since and
+// takes the new reason (ReadPause before it tells what it was).
 func Pause(ctx context.Context, c redis.Cmdable, group, reason string) (PauseState, error) {
 	st := PauseState{Since: time.Now().UTC().Truncate(time.Millisecond), Reason: reason}
-	b, err := json.Marshal(st)
+	since, err := st.Since.MarshalText()
 	if err != nil {
 		return PauseState{}, err
 	}
-	set, err := c.SetNX(ctx, PauseKey(group), b, 0).Result()
+	v, err := pauseScript.Run(ctx, c, []string{PauseKey(group)}, string(since), reason).Text()
 	if err != nil {
 		return PauseState{}, fmt.Errorf("consumer: pause %s: %w", group, err)
 	}
-	if !set {
-		cur, paused, err := ReadPause(ctx, c, group)
-		if err != nil || paused {
-			return cur, err
-		}
-		return Pause(ctx, c, group, reason) // resumed in between
-	}
-	return st, nil
+	return parsePause([]byte(v)), nil
 }
+
+// pauseScript sets the pause to ARGV[2] as its reason, keeping the Since
+// of a pause already there (ARGV[1] otherwise), and returns what it set.
+var pauseScript = redis.NewScript(`
+local st = {since = ARGV[1]}
+local cur = redis.call('GET', KEYS[1])
+if cur then
+  local ok, old = pcall(cjson.decode, cur)
+  if ok and type(old) == 'table' and type(old.since) == 'string' then st.since = old.since end
+end
+if ARGV[2] ~= '' then st.reason = ARGV[2] end
+local v = cjson.encode(st)
+redis.call('SET', KEYS[1], v)
+return v`)
 
 // Resume ends group's pause; resumed reports whether it was paused.
 func Resume(ctx context.Context, c redis.Cmdable, group string) (resumed bool, err error) {

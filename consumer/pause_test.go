@@ -159,3 +159,34 @@ func TestPauseTakesEffectWhileTheSourceHangs(t *testing.T) {
 		t.Fatalf("every task was done before the pause: the test proves nothing")
 	}
 }
+
+// A second pause keeps the spell's Since and takes the new reason; one
+// with no reason clears it; a value written by hand is taken as a pause.
+func TestPausingAgainUpdatesTheReason(t *testing.T) {
+	s := server(t)
+	c := s.Client()
+	ctx := context.Background()
+	first, err := consumer.Pause(ctx, c, "g", "smtp down")
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(5 * time.Millisecond)
+	second, err := consumer.Pause(ctx, c, "g", "smtp down, provider says 2h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	read, paused, err := consumer.ReadPause(ctx, c, "g")
+	if err != nil || !paused {
+		t.Fatal(paused, err)
+	}
+	if !second.Since.Equal(first.Since) || second.Reason != "smtp down, provider says 2h" || read != second {
+		t.Errorf("a second pause: %+v, read %+v; want Since %v kept and the new reason", second, read, first.Since)
+	}
+	if third, _ := consumer.Pause(ctx, c, "g", ""); third.Reason != "" || !third.Since.Equal(first.Since) {
+		t.Errorf("a pause with no reason: %+v", third)
+	}
+	c.Set(ctx, consumer.PauseKey("h"), "by hand", 0)
+	if st, _ := consumer.Pause(ctx, c, "h", "now with a reason"); st.Reason != "now with a reason" || st.Since.IsZero() {
+		t.Errorf("pausing over a hand-written pause: %+v", st)
+	}
+}

@@ -124,11 +124,12 @@ func (c *Consumer) record(l Lag, lagErr error) *presence.Record {
 	}
 	if lagErr == nil && l.Held != nil {
 		for _, x := range l.Held {
-			m, sec := int64(-1), -1.0
-			if x.Timed {
-				sec = x.Seconds
+			var m *int64
+			var sec *float64
+			if x.Timed && x.Known {
+				sec = &x.Seconds
 			} else if x.Known {
-				m = x.Messages
+				m = &x.Messages
 			}
 			r.LagMessages = append(r.LagMessages, m)
 			r.LagSeconds = append(r.LagSeconds, sec)

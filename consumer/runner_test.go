@@ -118,7 +118,10 @@ func (g *runnerRig) submit(t *testing.T, pos *uint64, keys ...string) {
 // Concurrency 1; the timer goroutine with the pool), then waits for the
 // workers to be idle.
 func (g *runnerRig) settle() {
-	for {
+	for rounds := 0; ; rounds++ {
+		if rounds == 100_000 { // each round runs something due: unbounded means a bug
+			panic("runnerRig.settle: 100,000 rounds and tasks still pending")
+		}
 		synctest.Wait()
 		var pending int
 		g.r.view(func(b *book) { pending = b.pending() })
@@ -223,7 +226,7 @@ func TestRunnerDetachesAStuckWorker(t *testing.T) {
 						panic("submit returned ok after intake was detached")
 					}
 				}()
-				for { // until every task but 5's has run, and 5/0 is stuck
+				for tries := 0; ; tries++ { // until every task but 5's has run, and 5/0 is stuck
 					time.Sleep(time.Millisecond)
 					synctest.Wait()
 					g.mu.Lock()
@@ -231,6 +234,9 @@ func TestRunnerDetachesAStuckWorker(t *testing.T) {
 					g.mu.Unlock()
 					if n == 2 && conc == 1 || n == 4 {
 						break
+					}
+					if tries == 10_000 { // 10 s of fake time: a bug, not a slow machine
+						t.Fatalf("after 10 s of fake time %d tasks have run; want %d", n, map[bool]int{true: 2, false: 4}[conc == 1])
 					}
 				}
 				defer func() { // the stuck handler returns; nothing is left running

@@ -124,11 +124,9 @@ func letter(x redis.XMessage) Letter {
 		Attempts: int(num(FieldAttempts)), Worker: text(FieldWorker), Index: int(num(FieldIndex)),
 		Replicas: int(num(FieldReplicas)), Token: num(FieldToken), System: text(FieldSystem), Source: text(FieldSource), Shard: int(num(FieldShard)), Position: text(FieldPosition)}
 	l.At, _ = time.Parse(time.RFC3339Nano, text(FieldAt))
+	l.Headers = map[string]string{} // none: empty, never null in JSON
 	for f, v := range x.Values {
 		if h, ok := strings.CutPrefix(f, headerPrefix); ok {
-			if l.Headers == nil {
-				l.Headers = map[string]string{}
-			}
 			l.Headers[h], _ = v.(string)
 		}
 	}

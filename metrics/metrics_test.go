@@ -303,7 +303,7 @@ func exported(t *testing.T) map[string]bool {
 	var h hist.H
 	h.Observe(time.Millisecond)
 	ls := partition.Stats{Held: true, Lost: map[string]int64{}, Latency: h.Snapshot()}
-	cs := consumer.Stats{Drains: h.Snapshot(), Handling: h.Snapshot(), Oldest: []time.Duration{time.Second}}
+	cs := consumer.Stats{Drains: h.Snapshot(), Handling: h.Snapshot(), Oldest: []time.Duration{time.Second}, Paused: true, PausedSince: time.Now()}
 	o := Options{}.withDefaults()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(newLeaseCollector("g", func() partition.Stats { return ls }, o))

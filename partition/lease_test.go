@@ -593,3 +593,36 @@ func TestARestartedGroupHoldsWithinFourIntervals(t *testing.T) {
 	}
 	t.Logf("figures: a group of 2 stopped and one worker started at once holds within %.2f intervals at worst", float64(worst)/float64(simOpts.Interval))
 }
+
+// The figure the README and nandi plan give: a new worker holds a share
+// two to three intervals after it starts, whatever the phase of the
+// server's interval it starts in, alone in a new group or joining one of
+// three (on fake time: exact, on any machine).
+func TestANewWorkerHoldsWithinTwoToThreeIntervals(t *testing.T) {
+	for _, joining := range []bool{false, true} {
+		for phase := 0.0; phase < 1; phase += 0.1 {
+			synctest.Test(t, func(t *testing.T) {
+				s := newSim(t, simOpts, 7)
+				if joining {
+					for range 3 {
+						s.join()
+					}
+					s.advance(5 * simOpts.Interval)
+				}
+				s.advance(time.Duration(phase * float64(simOpts.Interval)))
+				w := s.join()
+				s.advance(5 * simOpts.Interval)
+				at, ok := s.firstAcquired(w.id)
+				if !ok {
+					t.Fatalf("joining %v, phase %.1f: the new worker never held anything", joining, phase)
+				}
+				if got := at.Sub(w.started); got < 2*simOpts.Interval || got >= 3*simOpts.Interval {
+					t.Errorf("joining %v, phase %.1f: the new worker held a share %.2f intervals after it started; the docs say two to three",
+						joining, phase, float64(got)/float64(simOpts.Interval))
+				}
+				s.stopAll()
+				s.verify()
+			})
+		}
+	}
+}

@@ -38,7 +38,7 @@ type Record struct {
 	// Shards are the shards the worker reads (of Of), when its source is
 	// an aligned log that it reads only part of; empty when it reads them
 	// all.
-	Shards []int `json:"shards,omitempty"`
+	Shards []int `json:"reading,omitempty"`
 	Of     int   `json:"of,omitempty"`
 	// HandingOver is true while the share is handed over: the mapping
 	// changed, so the lease is no longer renewed and is kept to its cap,
@@ -56,12 +56,12 @@ type Record struct {
 
 	// Per shard of the log served: how far the index's checkpoint is
 	// behind the log's end (LagMessages for offsets, LagSeconds for Redis
-	// stream entry times; -1 where unknown), and the age of its oldest
+	// stream entry times; nil, null in JSON, where unknown), and the age of its oldest
 	// unfinished task. The log's end is as of the consumer's last
 	// description of it (at most consumer.Options.DescribeInterval old).
-	LagMessages []int64   `json:"lag_messages,omitempty"`
-	LagSeconds  []float64 `json:"lag_seconds,omitempty"`
-	Oldest      []float64 `json:"oldest_seconds,omitempty"`
+	LagMessages []*int64   `json:"lag_messages,omitempty"`
+	LagSeconds  []*float64 `json:"lag_seconds,omitempty"`
+	Oldest      []float64  `json:"oldest_seconds,omitempty"`
 	// System and Sources name the log the worker reads: its system
 	// ("redis", "kafka", "nats") and its streams, topic or subjects (one
 	// per shard, or one for all: transport.Info.Destinations). Sources is
@@ -72,7 +72,7 @@ type Record struct {
 	LastError   string    `json:"last_error,omitempty"`   // the last failed attempt's error, cut to 300 bytes
 	LastErrorAt time.Time `json:"last_error_at,omitzero"` // when it failed
 
-	Paused bool `json:"paused,omitempty"` // the group is paused and this worker starts nothing
+	Paused bool `json:"pausing,omitempty"` // the group is paused and this worker starts nothing
 
 	At       time.Time     `json:"at"`          // when the worker wrote this
 	Interval time.Duration `json:"interval_ns"` // the lease's interval

@@ -12,6 +12,8 @@ import (
 	"go.uber.org/goleak"
 )
 
+func ptr[T any](v T) *T { return &v }
+
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // realistic is a record as a worker of a 4-shard log writes it, with a
@@ -21,7 +23,7 @@ func realistic(worker string, index int) *presence.Record {
 	return &presence.Record{Worker: worker, Host: "mail-sender-7d9f8c6b5-x2k4p", PID: 1, Version: "v0.4.0",
 		Held: true, Index: index, Replicas: 1000, Token: now.UnixMilli(), Since: now.Add(-time.Minute),
 		Handled: 1234567, Failed: 321, InFlight: 4, Pending: 12,
-		LagMessages: []int64{12, 0, 3, 250}, Oldest: []float64{0.8, 0, 0.1, 2.5},
+		LagMessages: []*int64{ptr[int64](12), ptr[int64](0), ptr[int64](3), ptr[int64](250)}, Oldest: []float64{0.8, 0, 0.1, 2.5},
 		LastError: "smtp: 451 4.7.1 greylisted, try again later (mx1.example.com)", LastErrorAt: now.Add(-3 * time.Second),
 		At: now, Interval: 10 * time.Second}
 }

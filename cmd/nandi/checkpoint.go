@@ -54,9 +54,20 @@ func cmdReset(ctx context.Context, args []string, out, errOut io.Writer) int {
 		}
 		defer ledger.Close()
 	}
-	positions, err := resetTarget(ctx, c, *to, *streams)
+	err := checkGroup(ctx, ledger, *group)
+	if err != nil && ledger != c {
+		err = checkGroup(ctx, c, *group)
+	}
 	if err != nil {
-		return fs.usageError("-to %s: %v (start, end with -streams, time:RFC3339, or positions)", *to, oneLine(err.Error()))
+		return fs.failed(err)
+	}
+	names := *streams
+	if names == "" {
+		names = strings.Join(sourcesOf(ctx, c, ledger, *group), ",")
+	}
+	positions, err := resetTarget(ctx, c, *to, names)
+	if err != nil {
+		return fs.usageError("-to %s: %v (start, end, time:RFC3339, or positions)", *to, oneLine(err.Error()))
 	}
 	// -redis is where the lease lives: a group with no lease there has
 	// been stopped for over ten intervals.
@@ -69,18 +80,14 @@ func cmdReset(ctx context.Context, args []string, out, errOut io.Writer) int {
 	if r.DryRun {
 		verb = "would reset"
 	}
-	fmt.Fprintf(out, "group %s %s: epoch %d (of %d replicas) replaced by epoch %d, every index starting again at %v\n",
-		*group, verb, r.From.N, r.From.R, r.N, r.To)
+	fmt.Fprintf(out, "group %s %s: epoch %d (of %s) replaced by epoch %d, every index starting again at %v\n",
+		*group, verb, r.From.N, plural(r.From.R, "replica"), r.N, r.To)
 	for _, m := range r.Moves() {
 		fmt.Fprintln(out, "  "+m)
 	}
 	if r.DryRun {
-		names := strings.Split(*streams, ",")
-		if *streams == "" {
-			names = sourcesOf(ctx, c, *group)
-		}
 		for s := range r.To {
-			fmt.Fprintln(out, "  "+shardMove(ctx, ledger, r, s, names))
+			fmt.Fprintln(out, "  "+shardMove(ctx, ledger, r, s, strings.Split(names, ",")))
 		}
 		if r.Running != "" {
 			fmt.Fprintf(out, "the group is running: the reset itself is refused until it has stopped (%s)\n", r.Running)
@@ -93,9 +100,16 @@ func cmdReset(ctx context.Context, args []string, out, errOut io.Writer) int {
 }
 
 // sourcesOf returns the group's Redis streams in shard order, as its
-// running workers name them (nil when none runs, or its log is not Redis
-// streams).
-func sourcesOf(ctx context.Context, c redis.UniversalClient, group string) []string {
+// workers recorded them beside the ledger (checkpoint.ReadLog), else as its
+// running workers name them (nil when neither says, or its log is not
+// Redis streams).
+func sourcesOf(ctx context.Context, c, ledger redis.UniversalClient, group string) []string {
+	if lg, err := checkpoint.ReadLog(ctx, ledger, group); err == nil && lg != nil {
+		if lg.System == "redis" {
+			return lg.Sources
+		}
+		return nil
+	}
 	ws, err := presence.Read(ctx, c, group)
 	if err != nil {
 		return nil
@@ -145,7 +159,7 @@ func resetTarget(ctx context.Context, c redis.UniversalClient, to, streams strin
 		return []transport.Position{{}}, nil
 	case to == "end":
 		if streams == "" {
-			return nil, errors.New("end needs -streams (the group's Redis streams, in shard order); for other logs give the positions")
+			return nil, errors.New("end needs the group's Redis streams: no worker has recorded them and none runs, so give -streams (in shard order); for other logs give the positions")
 		}
 		var out []transport.Position
 		for _, s := range strings.Split(streams, ",") {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 )
 
@@ -94,7 +95,7 @@ func newFlags(name string, out, errOut io.Writer) *flags {
 		c.name = name
 	}
 	fs := flag.NewFlagSet("nandi "+name, flag.ContinueOnError)
-	fs.SetOutput(errOut) // flag's own messages: the parse errors
+	fs.SetOutput(io.Discard) // parse says flag's errors itself, as the command's
 	f := &flags{FlagSet: fs, cmd: c, out: out, errOut: errOut}
 	fs.Usage = func() {} // parse prints help or the synopsis itself
 	return f
@@ -117,10 +118,13 @@ func (f *flags) parseArgs(args []string, what string) (code int, ok bool) {
 	case errors.Is(err, flag.ErrHelp):
 		f.help(f.out)
 		return exitOK, false
-	case err != nil: // flag printed what is wrong
-		return f.synopsis(), false
+	case err != nil: // flag's error, as the command's: "nandi status: flag provided but not defined: -bogus"
+		return f.usageError("%v", err), false
 	case f.NArg() > want:
-		return f.usageError("unexpected argument %q (flags come before nothing else; nandi help %s)", f.Arg(want), f.cmd.name), false
+		if want == 0 {
+			return f.usageError("unexpected argument %q: this command takes flags only (nandi help %s)", f.Arg(want), f.cmd.name), false
+		}
+		return f.usageError("unexpected argument %q after the %s: the flags go before it (nandi help %s)", f.Arg(want), what, f.cmd.name), false
 	case f.NArg() < want:
 		return f.usageError("give %s, after the flags", what), false
 	}
@@ -136,7 +140,7 @@ func (f *flags) help(w io.Writer) {
 		fmt.Fprintln(w, "\nflags:")
 		f.SetOutput(w)
 		f.PrintDefaults()
-		f.SetOutput(f.errOut)
+		f.SetOutput(io.Discard)
 	}
 }
 
@@ -190,6 +194,14 @@ func printJSON(out io.Writer, v any) int {
 	return exitOK
 }
 
+// plural is n and word, with an s unless n is 1: "1 worker", "3 workers".
+func plural(n int, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return strconv.Itoa(n) + " " + word + "s"
+}
+
 // oneLine keeps an error to one line: a server's multi-line answer or a
 // wrapped stack would break a script's parsing of stderr.
 func oneLine(s string) string {
@@ -198,6 +210,9 @@ func oneLine(s string) string {
 
 // cmdHelp prints nandi's help, or a command's: its synopsis and flags.
 func cmdHelp(ctx context.Context, args []string, out, errOut io.Writer) int {
+	if len(args) == 1 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help") {
+		args = nil // help's own help is nandi's
+	}
 	if len(args) == 0 {
 		fmt.Fprint(out, usage())
 		return exitOK

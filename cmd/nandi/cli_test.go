@@ -344,3 +344,28 @@ func TestDeadShowWantsOneID(t *testing.T) {
 		}
 	}
 }
+
+// Small things a newcomer meets first: help's own -h is help, flag errors
+// and bad IDs are said as the command's, in its words (not Redis's), and
+// counts of one are singular.
+func TestTheFirstMinutes(t *testing.T) {
+	ctx := context.Background()
+	if code, out, _ := nandi(t, ctx, "help", "-h"); code != exitOK || !strings.Contains(out, "usage:") {
+		t.Errorf("nandi help -h: exit %d\n%s", code, out)
+	}
+	if code, _, errOut := nandi(t, ctx, "status", "-bogus"); code != exitUsage || !strings.HasPrefix(errOut, "nandi status: flag provided but not defined: -bogus") {
+		t.Errorf("an unknown flag: exit %d, %q; want it said as nandi status's", code, errOut)
+	}
+	for _, args := range [][]string{
+		{"dead", "replay", "-redis", "redis://127.0.0.1:1", "-group", "g", "-id", "garbage"},
+		{"dead", "show", "-redis", "redis://127.0.0.1:1", "-group", "g", "garbage"},
+		{"dead", "list", "-redis", "redis://127.0.0.1:1", "-group", "g", "-from", "yesterday"},
+	} {
+		if code, _, errOut := nandi(t, ctx, args...); code != exitUsage || !strings.Contains(errOut, "is not a stream entry ID") || strings.Contains(errOut, "ERR") {
+			t.Errorf("nandi %s: exit %d, %q; want a usage error naming the ID", strings.Join(args, " "), code, errOut)
+		}
+	}
+	if _, out, _ := nandi(t, ctx, "plan", "-workers", "1"); !strings.Contains(out, "1 worker\n") {
+		t.Errorf("plan -workers 1 says:\n%s", out)
+	}
+}

@@ -42,15 +42,34 @@ func newDeadFlags(sub string, out, errOut io.Writer) *deadFlags {
 		stream: fs.String("stream", "", "the dead-letter stream (default {group}:dead)")}
 }
 
-// connect checks -group, fills -stream's default and connects.
+// connect checks -group, fills -stream's default and connects; a group
+// that has none of its keys is refused (a typo would read as "no dead
+// letters"), and so is a -stream that does not exist.
 func (f *deadFlags) connect(ctx context.Context) (redis.UniversalClient, int) {
 	if *f.group == "" {
 		return nil, f.usageError("-group is required")
 	}
-	if *f.stream == "" {
+	given := *f.stream != ""
+	if !given {
 		*f.stream = deadletter.Stream(*f.group)
 	}
-	return f.connected(ctx, *f.url)
+	c, code := f.connected(ctx, *f.url)
+	if c == nil {
+		return nil, code
+	}
+	err := checkGroup(ctx, c, *f.group)
+	if err == nil && given {
+		if n, xerr := c.Exists(ctx, *f.stream).Result(); xerr != nil {
+			err = xerr
+		} else if n == 0 {
+			err = fmt.Errorf("no stream %q on this Redis (-stream names the dead-letter stream; without it, %s)", *f.stream, deadletter.Stream(*f.group))
+		}
+	}
+	if err != nil {
+		_ = c.Close()
+		return nil, f.failed(err)
+	}
+	return c, exitOK
 }
 
 func deadList(ctx context.Context, args []string, out, errOut io.Writer) int {
@@ -61,6 +80,11 @@ func deadList(ctx context.Context, args []string, out, errOut io.Writer) int {
 	asJSON := fs.Bool("json", false, "print JSON")
 	if code, ok := fs.parse(args); !ok {
 		return code
+	}
+	for name, v := range map[string]string{"-from": *from, "-until": *until} {
+		if err := entryID(v, true); err != nil {
+			return fs.usageError("%s %s", name, err)
+		}
 	}
 	c, code := fs.connect(ctx)
 	if c == nil {
@@ -86,6 +110,25 @@ func deadList(ctx context.Context, args []string, out, errOut io.Writer) int {
 	}
 	tw.Flush()
 	return exitOK
+}
+
+// entryID checks a stream entry ID as the commands take it: MS-SEQ or
+// MS; bound also allows XRANGE's "-", "+" and "(" before an ID.
+func entryID(id string, bound bool) error {
+	if bound && (id == "-" || id == "+") {
+		return nil
+	}
+	if bound {
+		id = strings.TrimPrefix(id, "(")
+	}
+	ms, seq, hasSeq := strings.Cut(id, "-")
+	digits := func(s string) bool {
+		return s != "" && strings.Trim(s, "0123456789") == ""
+	}
+	if !digits(ms) || (hasSeq && !digits(seq)) {
+		return fmt.Errorf("%q is not a stream entry ID: MS-SEQ, as nandi dead list shows it (1733400000000-0)", id)
+	}
+	return nil
 }
 
 // from1 says where a letter's task came from, in one table cell.
@@ -130,6 +173,9 @@ func deadShow(ctx context.Context, args []string, out, errOut io.Writer) int {
 		return code
 	}
 	id := fs.Arg(0)
+	if err := entryID(id, false); err != nil {
+		return fs.usageError("%s", err)
+	}
 	c, code := fs.connect(ctx)
 	if c == nil {
 		return code
@@ -187,6 +233,25 @@ func deadReplay(ctx context.Context, args []string, out, errOut io.Writer) int {
 	}
 	if *create && *to == "" {
 		return fs.usageError("-create goes with -to")
+	}
+	for name, v := range map[string]string{"-from": *from, "-until": *until} {
+		if err := entryID(v, true); err != nil {
+			return fs.usageError("%s %s", name, err)
+		}
+	}
+	if *ids != "" {
+		for _, id := range strings.Split(*ids, ",") {
+			if err := entryID(id, false); err != nil {
+				return fs.usageError("-id %s", err)
+			}
+		}
+	}
+	if *ids != "" {
+		for _, id := range strings.Split(*ids, ",") {
+			if err := entryID(id, false); err != nil {
+				return fs.usageError("-id %s", err)
+			}
+		}
 	}
 	c, code := fs.connect(ctx)
 	if c == nil {

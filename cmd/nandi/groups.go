@@ -9,19 +9,22 @@ import (
 	"sync"
 	"text/tabwriter"
 
+	"github.com/nandi-go/nandi/consumer"
 	"github.com/nandi-go/nandi/partition"
 	"github.com/redis/go-redis/v9"
 )
 
 // GroupSummary is one line of nandi groups.
 type GroupSummary struct {
-	Group    string `json:"group"`
-	Workers  int    `json:"workers"`  // presence records
-	Replicas int    `json:"replicas"` // the count of the newest closed interval (0: no lease)
-	// Lag is the largest of its shards' (ShardLag), nil when unknown.
-	Lag    *ShardLag `json:"lag,omitempty"`
-	Paused bool      `json:"paused"`
-	Dead   int64     `json:"dead"`
+	Group       string `json:"group"`
+	WorkerCount int    `json:"worker_count"` // presence records
+	Replicas    int    `json:"replicas"`     // the count of the newest closed interval (0: no lease)
+	// Lag is the group's lag per shard, as in nandi status (empty when
+	// unknown); the table shows the largest.
+	Lag []ShardLag `json:"lag"`
+	// Paused is the group's pause, nil (null) when it runs.
+	Paused *consumer.PauseState `json:"paused"`
+	Dead   int64                `json:"dead"`
 	// Problem says why the group could not be read whole (a corrupt
 	// ledger); the rest is still given.
 	Problem string `json:"problem,omitempty"`
@@ -112,19 +115,19 @@ func cmdGroups(ctx context.Context, args []string, out, errOut io.Writer) int {
 	fmt.Fprintln(tw, "GROUP\tWORKERS\tREPLICAS\tLAG (ENTRIES, AGE)\tPAUSED\tDEAD")
 	for _, g := range gs {
 		lag, paused := "-", "no"
-		if g.Lag != nil {
-			lag = shardLagText(*g.Lag)
-			if g.Lag.Source != "" {
-				lag += " in " + clean(g.Lag.Source)
+		if l := largest(g.Lag); l != nil {
+			lag = shardLagText(*l)
+			if l.Source != "" {
+				lag += " in " + clean(l.Source)
 			}
 		}
-		if g.Paused {
+		if g.Paused != nil {
 			paused = "yes"
 		}
 		if g.Problem != "" {
 			lag = "unreadable: " + clean(g.Problem)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%d\n", clean(g.Group), g.Workers, g.Replicas, lag, paused, g.Dead)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%d\n", clean(g.Group), g.WorkerCount, g.Replicas, lag, paused, g.Dead)
 	}
 	tw.Flush()
 	return exitOK
@@ -132,17 +135,40 @@ func cmdGroups(ctx context.Context, args []string, out, errOut io.Writer) int {
 
 // summarize makes a group's line of its status.
 func summarize(st *Status) GroupSummary {
-	g := GroupSummary{Group: st.Group, Workers: len(st.Workers), Paused: st.Paused != nil, Dead: st.Dead, Problem: st.LedgerError}
+	g := GroupSummary{Group: st.Group, WorkerCount: len(st.Workers), Paused: st.Paused, Dead: st.Dead, Problem: st.LedgerError, Lag: st.Lag}
+	if g.Lag == nil {
+		g.Lag = []ShardLag{}
+	}
 	for _, c := range st.Counts {
 		if c.Closed {
 			g.Replicas = c.Count
 			break
 		}
 	}
-	for i := range st.Lag {
-		if l := st.Lag[i]; g.Lag == nil || l.Entries > g.Lag.Entries || l.Entries == g.Lag.Entries && l.AgeSeconds > g.Lag.AgeSeconds {
-			g.Lag = &l
+	return g
+}
+
+// largest is the largest lag of the shards (by entries, then age), nil
+// when none is known.
+func largest(ls []ShardLag) *ShardLag {
+	var out *ShardLag
+	val := func(p *int64) int64 {
+		if p == nil {
+			return -1
+		}
+		return *p
+	}
+	age := func(p *float64) float64 {
+		if p == nil {
+			return -1
+		}
+		return *p
+	}
+	for i := range ls {
+		l := &ls[i]
+		if out == nil || val(l.Entries) > val(out.Entries) || val(l.Entries) == val(out.Entries) && age(l.AgeSeconds) > age(out.AgeSeconds) {
+			out = l
 		}
 	}
-	return g
+	return out
 }

@@ -44,7 +44,7 @@ func TestStatusShowsAFencedHandoff(t *testing.T) {
 		t.Errorf("status during a fenced handoff: exit %d\n%s%s", code, out, errOut)
 	}
 	_, out, _ = nandi(t, ctx, "status", "-redis", url, "-group", group, "-json")
-	if !strings.Contains(out, `"fenced": true`) || !strings.Contains(out, `"held": 2`) || !strings.Contains(out, `"ready": 1`) {
+	if !strings.Contains(out, `"fenced": true`) || !strings.Contains(out, `"holding": 2`) || !strings.Contains(out, `"ready": 1`) {
 		t.Errorf("status -json during a fenced handoff:\n%s", out)
 	}
 }

@@ -19,14 +19,14 @@ import (
 type ShardLag struct {
 	Shard  int    `json:"shard"`
 	Source string `json:"source,omitempty"` // its stream, topic or subject
-	// Entries from the low watermark on (-1: unknown); for a Redis stream,
-	// counted up to lagCountCap (AtLeast then set); for Kafka and
-	// JetStream, offsets, as the workers last saw the log's end.
-	Entries int64 `json:"entries"`
-	AtLeast bool  `json:"at_least,omitempty"`
+	// Entries from the low watermark on (nil, null in JSON: unknown); for
+	// a Redis stream, counted up to lagCountCap (AtLeast then set); for
+	// Kafka and JetStream, offsets, as the workers last saw the log's end.
+	Entries *int64 `json:"entries"`
+	AtLeast bool   `json:"at_least,omitempty"`
 	// AgeSeconds: the time between the low watermark's entry and the
-	// newest (Redis stream IDs; -1 where unknown).
-	AgeSeconds float64 `json:"age_seconds"`
+	// newest (Redis stream IDs; nil, null in JSON, where unknown).
+	AgeSeconds *float64 `json:"age_seconds"`
 }
 
 // lagCountCap bounds the entries nandi counts in a Redis stream (lag, a
@@ -93,7 +93,7 @@ func readLag(ctx context.Context, c redis.UniversalClient, st *checkpoint.State,
 	}
 	out := make([]ShardLag, len(st.Current.Start))
 	for s := range out {
-		l := ShardLag{Shard: s, Entries: -1, AgeSeconds: -1}
+		l := ShardLag{Shard: s}
 		switch {
 		case s < len(sources):
 			l.Source = sources[s]
@@ -106,20 +106,22 @@ func readLag(ctx context.Context, c redis.UniversalClient, st *checkpoint.State,
 			if err != nil {
 				return nil, err
 			}
-			l.Entries, l.AtLeast, l.AgeSeconds = n, atLeast, 0
+			age := 0.0
+			l.Entries, l.AtLeast, l.AgeSeconds = &n, atLeast, &age
 			newest, err := c.XRevRangeN(ctx, sources[s], "+", "-", 1).Result()
 			if err != nil {
 				return nil, fmt.Errorf("reading the newest entry of %s: %w", sources[s], err)
 			}
 			if len(newest) > 0 && n > 0 {
 				if last, err := transport.ParsePosition(newest[0].ID); err == nil && last.Hi > low.Hi {
-					l.AgeSeconds = float64(last.Hi-low.Hi) / 1000
+					age = float64(last.Hi-low.Hi) / 1000
 				}
 			}
 		} else {
 			for _, w := range workers {
-				if s < len(w.LagMessages) && w.LagMessages[s] > l.Entries {
-					l.Entries = w.LagMessages[s]
+				if s < len(w.LagMessages) && w.LagMessages[s] != nil && (l.Entries == nil || *w.LagMessages[s] > *l.Entries) {
+					n := *w.LagMessages[s]
+					l.Entries = &n
 				}
 			}
 		}
@@ -136,16 +138,16 @@ func redisID(p transport.Position) string {
 // shardLagText says a shard's lag in a table cell.
 func shardLagText(l ShardLag) string {
 	entries := "?"
-	if l.Entries >= 0 {
-		entries = strconv.FormatInt(l.Entries, 10)
+	if l.Entries != nil {
+		entries = strconv.FormatInt(*l.Entries, 10)
 		if l.AtLeast {
 			entries = ">=" + entries
 		}
 	}
-	if l.AgeSeconds < 0 {
+	if l.AgeSeconds == nil {
 		return entries
 	}
-	return fmt.Sprintf("%s (%.1fs)", entries, l.AgeSeconds)
+	return fmt.Sprintf("%s (%.1fs)", entries, *l.AgeSeconds)
 }
 
 // printLag prints the group's lag per shard.

@@ -80,3 +80,41 @@ func TestPauseAndResumeCommands(t *testing.T) {
 		t.Errorf("pause without -group: exit %d, %q; want 2 and the usage", code, errOut)
 	}
 }
+
+// nandi watch shows a pause, a new reason and a resume as lines of their
+// own, as it reads them, also for a group with no lease.
+func TestWatchShowsPauseAndResume(t *testing.T) {
+	srv := redistest.Start(t)
+	c := srv.Client()
+	bg := context.Background()
+	if err := writeDeadLetter(c, "watched"); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(bg)
+	var out, errOut lockedBuffer
+	done := make(chan int)
+	go func() {
+		done <- run(ctx, []string{"watch", "-redis", "redis://" + srv.Addr(), "-group", "watched"}, &out, &errOut)
+	}()
+	waitLine := func(what string) {
+		t.Helper()
+		redistest.WaitFor(t, 10*time.Second, what, func() bool { return strings.Contains(out.String(), what) })
+	}
+	if _, err := consumer.Pause(bg, c, "watched", "smtp down"); err != nil {
+		t.Fatal(err)
+	}
+	waitLine(`PAUSED since`)
+	waitLine(`(smtp down)`)
+	if _, err := consumer.Pause(bg, c, "watched", "smtp down until 14:00"); err != nil {
+		t.Fatal(err)
+	}
+	waitLine(`PAUSE reason now "smtp down until 14:00" (was "smtp down")`)
+	if _, err := consumer.Resume(bg, c, "watched"); err != nil {
+		t.Fatal(err)
+	}
+	waitLine("RESUMED")
+	cancel()
+	if code := <-done; code != 0 {
+		t.Errorf("watch: exit %d\n%s%s", code, out.String(), errOut.String())
+	}
+}

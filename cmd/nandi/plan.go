@@ -15,7 +15,7 @@ import (
 type Plan struct {
 	Interval       time.Duration    `json:"interval_ns"`
 	Gap            time.Duration    `json:"gap_ns"` // Gap as a duration
-	Workers        int              `json:"workers"`
+	Workers        int              `json:"worker_count"`
 	RTT            time.Duration    `json:"rtt_ns"`
 	Jitter         time.Duration    `json:"jitter_ns"`
 	FirstLease     [2]time.Duration `json:"first_lease_ns"`   // a new worker's first lease, from..to
@@ -54,6 +54,7 @@ func plan(iv time.Duration, gap float64, workers int, rtt, jitter time.Duration)
 			p.Verdict = v
 		}
 	}
+	p.Findings = []string{}
 	late := rtt + jitter
 	switch {
 	case late >= g:
@@ -75,7 +76,7 @@ func plan(iv time.Duration, gap float64, workers int, rtt, jitter time.Duration)
 
 func printPlan(w io.Writer, p Plan) {
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "settings\tinterval %v, gap %v, %d workers\n", p.Interval, p.Gap, p.Workers)
+	fmt.Fprintf(tw, "settings\tinterval %v, gap %v, %s\n", p.Interval, p.Gap, plural(p.Workers, "worker"))
 	fmt.Fprintf(tw, "network\tround trip %v, jitter %v\n", p.RTT, p.Jitter)
 	fmt.Fprintf(tw, "first lease of a new worker\t%v to %v\n", p.FirstLease[0], p.FirstLease[1])
 	fmt.Fprintf(tw, "first lease of a group restarted at once\t%v to %v (its stopped workers still count for the windows that follow)\n", p.RestartLease[0], p.RestartLease[1])

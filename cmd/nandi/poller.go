@@ -26,7 +26,7 @@ type Cell struct {
 	// generation changed while this interval was current.
 	Rebalance  bool `json:"rebalance,omitempty"`
 	Handover   bool `json:"handover,omitempty"`
-	Generation bool `json:"generation,omitempty"`
+	Generation bool `json:"generation_changed,omitempty"`
 }
 
 // Change is a change the page lists under the strip: a rebalance (the
@@ -37,7 +37,7 @@ type Change struct {
 	Interval int64     `json:"interval"` // the closed interval whose count changed, or the last closed one when only workers did
 	From     int       `json:"from"`     // the count before
 	To       int       `json:"to"`
-	Workers  []string  `json:"workers,omitempty"` // "joined: a, b", "left: c"
+	Workers  []string  `json:"joined_left,omitempty"` // "joined: a, b", "left: c"
 }
 
 // maxChanges is how many changes a snapshot lists.
@@ -46,7 +46,7 @@ const maxChanges = 20
 // Row is one index of the current mapping and the worker holding it.
 type Row struct {
 	Index  int              `json:"index"`
-	Worker *presence.Record `json:"worker"` // nil: no record of a holder
+	Holder *presence.Record `json:"holder"` // nil (null): no record of a holder
 }
 
 // Snapshot is what the page shows of a group at one moment.
@@ -158,6 +158,7 @@ func (tk *tracker) poll(ctx context.Context, c redis.UniversalClient) *Snapshot 
 	tk.noteChanges(st, snap.At)
 	snap.Status = st
 	snap.Strip = tk.strip()
+	snap.Changes = []Change{}
 	for i := len(tk.changes) - 1; i >= 0; i-- {
 		snap.Changes = append(snap.Changes, tk.changes[i])
 	}
@@ -167,7 +168,7 @@ func (tk *tracker) poll(ctx context.Context, c redis.UniversalClient) *Snapshot 
 		}
 	}
 	snap.Mapping, snap.Standby = mapping(st.Workers, snap.Replicas)
-	if len(tk.rtts) > 0 {
+	if len(tk.rtts) > 0 && st.Interval > 0 { // a group with no lease has no settings to plan
 		rs := slices.Clone(tk.rtts)
 		slices.Sort(rs)
 		med := rs[len(rs)/2]
@@ -276,11 +277,11 @@ func mapping(workers []presence.Record, replicas int) ([]Row, []presence.Record)
 	for i := range rows {
 		rows[i].Index = i
 	}
-	var standby []presence.Record
+	standby := []presence.Record{}
 	for i := range workers {
 		w := workers[i]
-		if w.Held && w.Replicas == replicas && w.Index >= 0 && w.Index < replicas && rows[w.Index].Worker == nil {
-			rows[w.Index].Worker = &w
+		if w.Held && w.Replicas == replicas && w.Index >= 0 && w.Index < replicas && rows[w.Index].Holder == nil {
+			rows[w.Index].Holder = &w
 			continue
 		}
 		standby = append(standby, w)

@@ -9,9 +9,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nandi-go/nandi/deadletter"
 	"github.com/nandi-go/nandi/internal/redistest"
 	"github.com/nandi-go/nandi/presence"
 )
+
+func ptr[T any](v T) *T { return &v }
 
 // readmeBlock returns the code block of the guide's CLI page
 // (docs/cli.md) that follows the line containing after, without its
@@ -42,14 +45,14 @@ func TestReadmeSamplesAreRealOutput(t *testing.T) {
 	since := now.Add(-4200 * time.Millisecond)
 	s := &Status{ServerTime: now, Workers: []presence.Record{
 		{Worker: "mail-sender-7f9c-c", Held: true, Index: 0, Replicas: 4, Token: 1796298610000, Since: since, Handled: 134,
-			Version: "(devel)", Oldest: []float64{0}, LagSeconds: []float64{0.4}},
+			Version: "(devel)", Oldest: []float64{0}, LagSeconds: []*float64{ptr[float64](0.4)}},
 		{Worker: "mail-sender-7f9c-b", Held: true, Index: 1, Replicas: 4, Token: 1796298610000, Since: since, Handled: 132, Failed: 19,
-			Version: "(devel)", Oldest: []float64{3.9}, LagSeconds: []float64{12.5},
+			Version: "(devel)", Oldest: []float64{3.9}, LagSeconds: []*float64{ptr[float64](12.5)},
 			LastError: "13: smtp: 451 4.7.1 greylisted, try again later", LastErrorAt: now.Add(-time.Second)},
 		{Worker: "mail-sender-7f9c-a", Held: true, Index: 2, Replicas: 4, Token: 1796298610000, Since: since, Handled: 133,
-			Version: "(devel)", Oldest: []float64{0}, LagSeconds: []float64{0.2}},
+			Version: "(devel)", Oldest: []float64{0}, LagSeconds: []*float64{ptr[float64](0.2)}},
 		{Worker: "mail-sender-5b2e-x", Held: true, Index: 3, Replicas: 4, Token: 1796298610000, Since: now.Add(-3500 * time.Millisecond),
-			Version: "(devel)", Oldest: []float64{0}, LagSeconds: []float64{0}},
+			Version: "(devel)", Oldest: []float64{0}, LagSeconds: []*float64{ptr[float64](0)}},
 	}}
 	var out bytes.Buffer
 	printWorkers(&out, s)
@@ -75,8 +78,11 @@ func TestReadmeCommandSamples(t *testing.T) {
 	srv := redistest.Start(t)
 	url := "redis://" + srv.Addr()
 	stamp := regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ`)
+	if _, err := srv.Do("XADD", deadletter.Stream("paused"), "*", "key", "k"); err != nil { // the group exists
+		t.Fatal(err)
+	}
 	_, out, errOut := nandi(t, context.Background(), "pause", "-redis", url, "-group", "paused", "-reason", "smtp provider down")
-	want := readmeBlock(t, "`nandi_consumer_paused_since_seconds` say each worker")
+	want := readmeBlock(t, "older than 4 hours.")
 	want = strings.SplitN(want, "\n", 2)[1] // after the command line
 	if got := stamp.ReplaceAllString(out, "T"); got != stamp.ReplaceAllString(want, "T") {
 		t.Errorf("docs/cli.md's nandi pause sample:\n%s\nwhat nandi pause prints:\n%s%s", want, out, errOut)

@@ -28,7 +28,7 @@ type Status struct {
 	Offset     time.Duration `json:"offset_ns"` // of ServerTime in Current
 	Generation string        `json:"generation"`
 	// Paused is the group's pause (nandi pause), nil when it runs.
-	Paused *consumer.PauseState `json:"paused,omitempty"`
+	Paused *consumer.PauseState `json:"paused"`
 	// Dead is how many dead letters the group's stream
 	// (deadletter.Stream) holds, and the newest of them, newest first.
 	Dead       int64               `json:"dead"`
@@ -83,7 +83,7 @@ type EpochStatus struct {
 	// new replicas); Held is how many indexes are opened and not released,
 	// Ready how many of those are ready to hand over.
 	Fenced bool `json:"fenced,omitempty"`
-	Held   int  `json:"held,omitempty"`
+	Held   int  `json:"holding,omitempty"`
 	Ready  int  `json:"ready,omitempty"`
 }
 
@@ -99,7 +99,7 @@ func readStatus(ctx context.Context, c redis.UniversalClient, group string) (*St
 		return nil, err
 	}
 	s := &Status{Group: group, Interval: g.Interval, Gap: g.Gap, ServerTime: g.ServerTime, Current: g.Current,
-		Offset: g.Offset, Generation: g.Generation, NoLease: g.Interval == 0}
+		Offset: g.Offset, Generation: g.Generation, NoLease: g.Interval == 0, Counts: []Count{}}
 	for _, x := range g.Counts {
 		s.Counts = append(s.Counts, Count{Interval: x.Interval, Count: x.Count, Closed: x.Closed})
 	}
@@ -130,6 +130,9 @@ func readStatus(ctx context.Context, c redis.UniversalClient, group string) (*St
 	}
 	if s.Workers, err = presence.Read(ctx, c, group); err != nil {
 		return nil, err
+	}
+	if s.Workers == nil {
+		s.Workers = []presence.Record{} // none: empty, never null in JSON
 	}
 	if s.LedgerError == "" {
 		if s.Lag, err = readLag(ctx, c, st, s.Workers); err != nil {
@@ -294,6 +297,20 @@ func watchLine(at time.Time, interval int64, count, prev int, gen, epoch string,
 		strings.Join(changes, "; "))
 }
 
+// pauseEvent says how the pause changed from was to now ("" when it did
+// not; at the first read, only a pause that is on).
+func pauseEvent(was, now *consumer.PauseState, first bool) string {
+	switch {
+	case now != nil && (was == nil || first):
+		return fmt.Sprintf("PAUSED since %s%s", now.Since.Format(time.RFC3339), reasonText(now.Reason))
+	case now != nil && was.Reason != now.Reason:
+		return fmt.Sprintf("PAUSE reason now %q (was %q)", now.Reason, was.Reason)
+	case now == nil && was != nil:
+		return "RESUMED"
+	}
+	return ""
+}
+
 // cmdWatch prints one line per interval, just after it closes: its count,
 // the one before, and the current epoch.
 func cmdWatch(ctx context.Context, args []string, out, errOut io.Writer) int {
@@ -306,10 +323,20 @@ func cmdWatch(ctx context.Context, args []string, out, errOut io.Writer) int {
 	fmt.Fprintln(out, watchHeader)
 	var last int64
 	var seen map[string]bool // the workers at the last line
+	var pause *consumer.PauseState
+	first := true
 	for {
 		s, err := readStatus(ctx, c, group)
 		if ctx.Err() != nil {
 			return 0
+		}
+		if err == nil {
+			// A pause, a resume or a new reason is a line of its own, as it
+			// is read (a stopped group's too).
+			if ev := pauseEvent(pause, s.Paused, first); ev != "" {
+				fmt.Fprintf(out, "%-24s  %-10s  %5s  %4s  %-18s  %-16s  %s\n", time.Now().UTC().Format("2006-01-02T15:04:05.000Z"), "-", "-", "-", "-", "-", ev)
+			}
+			pause, first = s.Paused, false
 		}
 		wait := time.Second
 		switch {
@@ -335,7 +362,7 @@ func cmdWatch(ctx context.Context, args []string, out, errOut io.Writer) int {
 				epoch := "-"
 				for _, e := range s.Epochs {
 					if e.Current {
-						epoch = fmt.Sprintf("%d (%d replicas)", e.N, e.Replicas)
+						epoch = fmt.Sprintf("%d (%s)", e.N, plural(e.Replicas, "replica"))
 					}
 				}
 				gen := s.Generation

@@ -19,7 +19,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/nandi-go/nandi/partition"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -90,8 +89,9 @@ func (s *webServer) Close() {
 var errTooManyGroups = fmt.Errorf("this server already watches %d groups; start another nandi web for more", maxGroups)
 
 // tracker returns the group's tracker, starting its poller the first
-// time. A group that does not exist is not watched: the read's error
-// (partition.ErrNoGroup) is returned.
+// time. A group is watched when it has any of its keys (a stopped group
+// with dead letters or checkpoints, a paused one with no worker, as
+// nandi groups finds them); a name with none is not: *noSuchGroup.
 func (s *webServer) tracker(ctx context.Context, group string) (*tracker, error) {
 	s.mu.Lock()
 	tk := s.trackers[group]
@@ -103,7 +103,7 @@ func (s *webServer) tracker(ctx context.Context, group string) (*tracker, error)
 	if n >= maxGroups {
 		return nil, errTooManyGroups
 	}
-	if _, err := partition.ReadGroup(ctx, s.c, group); err != nil {
+	if err := checkGroup(ctx, s.c, group); err != nil {
 		return nil, err
 	}
 	s.mu.Lock()
@@ -123,8 +123,9 @@ func (s *webServer) tracker(ctx context.Context, group string) (*tracker, error)
 // trackerOr answers the error of finding the group's tracker, if any.
 func (s *webServer) trackerOr(w http.ResponseWriter, r *http.Request) *tracker {
 	tk, err := s.tracker(r.Context(), r.PathValue("group"))
+	var none *noSuchGroup
 	switch {
-	case errors.Is(err, partition.ErrNoGroup):
+	case errors.As(err, &none):
 		http.Error(w, "nandi web: "+err.Error(), http.StatusNotFound)
 	case errors.Is(err, errTooManyGroups):
 		http.Error(w, "nandi web: "+err.Error(), http.StatusServiceUnavailable)
@@ -240,10 +241,10 @@ func (s *webServer) match(given string) bool {
 
 func subtleEqual(a, b string) bool { return subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1 }
 
-// groups lists the groups whose lease key exists (the page of a group
-// without one answers 404: nothing to watch).
+// groups lists every group nandi groups finds: any of a group's keys
+// (lease, checkpoints, dead letters, pause, workers).
 func (s *webServer) groups(w http.ResponseWriter, r *http.Request) {
-	names, err := findGroups(r.Context(), s.c, []string{"lease"})
+	names, err := findGroups(r.Context(), s.c, groupSuffixes)
 	if err != nil {
 		http.Error(w, "nandi web: "+err.Error(), http.StatusBadGateway)
 		return
@@ -300,8 +301,8 @@ func (s *webServer) events(w http.ResponseWriter, r *http.Request) {
 		snap, changed := tk.current()
 		if snap != nil && snap != sent {
 			b, err := json.Marshal(snap)
-			if err != nil {
-				return
+			if err != nil { // say so on the page rather than end the stream
+				b, _ = json.Marshal(Snapshot{Group: snap.Group, Error: "nandi web: encoding the snapshot: " + err.Error(), At: snap.At})
 			}
 			if _, err := fmt.Fprintf(w, "data: %s\n\n", b); err != nil {
 				return
@@ -320,9 +321,14 @@ func (s *webServer) events(w http.ResponseWriter, r *http.Request) {
 }
 
 func writeJSON(w http.ResponseWriter, v any) {
+	b, err := json.Marshal(v)
+	if err != nil { // a value JSON cannot carry (NaN, Inf): say so, never an empty 200
+		http.Error(w, "nandi web: encoding the answer: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
-	_ = json.NewEncoder(w).Encode(v)
+	_, _ = w.Write(append(b, '\n'))
 }
 
 // loopback reports whether addr listens on this machine only.

@@ -72,7 +72,7 @@ type writes struct {
 }
 
 var readOnly = map[string]bool{"ping": true, "evalsha": true, "eval": true, "evalsha_ro": true, "eval_ro": true,
-	"zrangebyscore": true, "mget": true, "get": true, "xlen": true, "xrevrange": true, "scan": true, "info": true, "hello": true, "client": true, "script": true}
+	"zrangebyscore": true, "mget": true, "get": true, "xlen": true, "xrevrange": true, "scan": true, "exists": true, "info": true, "hello": true, "client": true, "script": true}
 
 func (w *writes) DialHook(next redis.DialHook) redis.DialHook { return next }
 func (w *writes) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
@@ -297,8 +297,8 @@ func TestWebUnknownGroup(t *testing.T) {
 		}
 		body, _ := io.ReadAll(res.Body)
 		res.Body.Close()
-		if res.StatusCode != http.StatusNotFound || !strings.Contains(string(body), "{nope}:lease") {
-			t.Errorf("GET %s: %d %q; want 404 naming the missing key", path, res.StatusCode, body)
+		if res.StatusCode != http.StatusNotFound || !strings.Contains(string(body), `no group "nope"`) {
+			t.Errorf("GET %s: %d %q; want 404 saying there is no such group", path, res.StatusCode, body)
 		}
 	}
 	ws.mu.Lock()

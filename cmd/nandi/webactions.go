@@ -85,6 +85,16 @@ func (s *webServer) action(h http.HandlerFunc) http.HandlerFunc {
 		}
 		ctx, cancel := context.WithTimeout(r.Context(), actionTimeout)
 		defer cancel()
+		if g := r.PathValue("group"); g != "" {
+			var none *noSuchGroup
+			if err := checkGroup(ctx, s.c, g); errors.As(err, &none) {
+				http.Error(w, "nandi web: "+err.Error(), http.StatusNotFound)
+				return
+			} else if err != nil {
+				http.Error(w, "nandi web: "+err.Error(), http.StatusBadGateway)
+				return
+			}
+		}
 		h(w, r.WithContext(ctx))
 	}
 }
@@ -100,10 +110,14 @@ func (s *webServer) sameOrigin(r *http.Request) error {
 		}
 		return nil
 	}
-	if r.Header.Get("Sec-Fetch-Site") == "same-origin" {
+	switch site := r.Header.Get("Sec-Fetch-Site"); site {
+	case "same-origin":
 		return nil
+	case "":
+		return errors.New("a request that does not say it comes from this page (no Origin, no Sec-Fetch-Site)")
+	default:
+		return fmt.Errorf("a request from another page (Sec-Fetch-Site: %s, no Origin): only this page's own requests act", site)
 	}
-	return errors.New("a request that does not say it comes from this page (no Origin, no Sec-Fetch-Site)")
 }
 
 // pause pauses the group (consumer.Pause) with the reason given.

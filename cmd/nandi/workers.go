@@ -71,11 +71,15 @@ func readsText(r presence.Record) string {
 func lagText(r presence.Record) string {
 	var msgs int64 = -1
 	secs := -1.0
-	for i := range r.LagMessages {
-		msgs = max(msgs, r.LagMessages[i])
+	for _, m := range r.LagMessages {
+		if m != nil {
+			msgs = max(msgs, *m)
+		}
 	}
-	for i := range r.LagSeconds {
-		secs = max(secs, r.LagSeconds[i])
+	for _, s := range r.LagSeconds {
+		if s != nil {
+			secs = max(secs, *s)
+		}
 	}
 	switch {
 	case secs >= 0:

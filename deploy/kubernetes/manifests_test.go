@@ -128,7 +128,7 @@ func TestEveryManifestDecodesStrictly(t *testing.T) {
 }
 
 // alerts are what the PrometheusRule must have (docs/kubernetes.md).
-var alerts = []string{"NandiGroupNotFullyAssigned", "NandiOldestTaskStuck", "NandiHandlersOverdue", "NandiShareUnserved", "NandiDeadLetters", "NandiDeadLettersFailing", "NandiLedgerCorrupt", "NandiBacklogGrowing"}
+var alerts = []string{"NandiGroupNotFullyAssigned", "NandiOldestTaskStuck", "NandiHandlersOverdue", "NandiShareUnserved", "NandiDeadLetters", "NandiDeadLettersFailing", "NandiLedgerCorrupt", "NandiBacklogGrowing", "NandiGroupPausedLong"}
 
 // checkRules parses every rule's PromQL with Prometheus's own parser and
 // checks that each alert says what to do.

@@ -146,12 +146,12 @@ redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
 return 1`)
 
 // produce writes n mails into the outbox at rate per second.
-func produce(ctx context.Context, c *redis.Client, stream string, n, rate int) error {
+func produce(ctx context.Context, c *redis.Client, stream string, first, n, rate int) error {
 	tick := time.NewTicker(time.Second / time.Duration(max(rate, 1)) * 10)
 	defer tick.Stop()
-	for i := 0; i < n; {
+	for i := first; i < first+n; {
 		p := c.Pipeline()
-		for j := 0; j < 10 && i < n; j, i = j+1, i+1 {
+		for j := 0; j < 10 && i < first+n; j, i = j+1, i+1 {
 			p.XAdd(ctx, &redis.XAddArgs{Stream: stream, Values: []any{"id", i, "payload", fmt.Sprintf("Dear customer %d, your order has shipped.", i)}})
 		}
 		if _, err := p.Exec(ctx); err != nil {
@@ -288,11 +288,14 @@ type fleet struct {
 	next  int
 	total atomic.Int64 // sent by stopped workers
 
-	standDown  time.Duration
-	replicas   []string
-	lastLine   map[int]string
-	lastR      int
-	rebalances int
+	standDown   time.Duration
+	replicas    []string
+	lastLine    map[int]string
+	lastR       int
+	rebalances  int
+	candidate   int           // a size most holders hold, not yet lasted
+	seen        int           // samples it has lasted
+	candidateAt time.Duration // when it was first seen
 }
 
 func (f *fleet) resize(n int) error {
@@ -349,12 +352,22 @@ func (f *fleet) observe(step time.Duration, start time.Time, draw bool) {
 		}
 		f.lastLine[w.id] = st
 	}
-	if r != 0 && r != f.lastR {
-		if f.lastR != 0 {
-			f.rebalances++
+	// The group's size is what most holders hold, once it has lasted two
+	// samples: during a handover old and new holders differ for a moment,
+	// which is one change, not several.
+	if r = mostHeld(f.ws); r != 0 && r != f.lastR {
+		if r == f.candidate {
+			f.seen++
+		} else {
+			f.candidate, f.seen, f.candidateAt = r, 1, time.Since(start)
 		}
-		f.lastR = r
-		f.replicas = append(f.replicas, fmt.Sprintf("%d (%.1fs)", r, time.Since(start).Seconds()))
+		if f.seen >= 2 {
+			if f.lastR != 0 {
+				f.rebalances++
+			}
+			f.lastR = r
+			f.replicas = append(f.replicas, fmt.Sprintf("%d (%.1fs)", r, f.candidateAt.Seconds()))
+		}
 	}
 	if draw && !f.cfg.plain {
 		fmt.Fprint(f.out, "\033[H\033[2J")
@@ -388,7 +401,7 @@ func demo(ctx context.Context, cfg config, out io.Writer) (report, error) {
 	prod := e.newClient()
 	defer prod.Close()
 	produced := make(chan error, 1)
-	go func() { produced <- produce(ctx, prod, cfg.stream, cfg.mails, cfg.rate) }()
+	go func() { produced <- produce(ctx, prod, cfg.stream, 0, cfg.mails, cfg.rate) }()
 
 	f := &fleet{e: e, cfg: cfg, out: out, lastLine: map[int]string{}}
 	const step = 20 * time.Millisecond
@@ -574,10 +587,23 @@ func producerProcess(ctx context.Context, cfg config, out io.Writer) error {
 	}
 	c := redis.NewClient(opts)
 	defer c.Close()
-	if err := produce(ctx, c, cfg.stream, cfg.mails, cfg.rate); err != nil {
+	// Number the mails after the stream's last one, so that a second run
+	// writes new mails rather than ids the sink already has (which it
+	// would take as sent twice and count once).
+	first := 0
+	last, err := c.XRevRangeN(ctx, cfg.stream, "+", "-", 1).Result()
+	if err != nil {
+		return fmt.Errorf("reading stream %s: %w", cfg.stream, err)
+	}
+	if len(last) > 0 {
+		if n, err := strconv.Atoi(fmt.Sprint(last[0].Values["id"])); err == nil {
+			first = n + 1
+		}
+	}
+	if err := produce(ctx, c, cfg.stream, first, cfg.mails, cfg.rate); err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "wrote %d mails to stream %s\n", cfg.mails, cfg.stream)
+	fmt.Fprintf(out, "wrote %d mails to stream %s (ids %d to %d)\n", cfg.mails, cfg.stream, first, first+cfg.mails-1)
 	return nil
 }
 
@@ -600,4 +626,22 @@ func serveOps(addr string, w *worker) (string, func(), error) {
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	return ln.Addr().String(), func() { _ = srv.Close() }, nil
+}
+
+// mostHeld is the replicas most of the workers holding a lease hold (the
+// larger on a tie), 0 when none holds one.
+func mostHeld(ws []*worker) int {
+	n := map[int]int{}
+	for _, w := range ws {
+		if a, ok := w.lease.Current(); ok {
+			n[a.Replicas]++
+		}
+	}
+	best := 0
+	for r, c := range n {
+		if c > n[best] || c == n[best] && r > best {
+			best = r
+		}
+	}
+	return best
 }

@@ -53,7 +53,7 @@ func TestWorkerServesMetricsAndProbes(t *testing.T) {
 		group: "ops-test", stream: "outbox", plain: true, http: "127.0.0.1:0"}
 	c := redis.NewClient(&redis.Options{Addr: mr.Addr()})
 	defer c.Close()
-	if err := produce(context.Background(), c, cfg.stream, 50, 1000); err != nil {
+	if err := produce(context.Background(), c, cfg.stream, 0, 50, 1000); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -123,4 +123,35 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// A second run of -role producer writes new mails: their ids follow every
+// entry the stream has had, so the sink gets them instead of taking them
+// for mails it already has.
+func TestProducerRunsWriteNewMails(t *testing.T) {
+	mr, err := miniredis.Run()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mr.Close()
+	cfg := config{redisURL: "redis://" + mr.Addr(), role: "producer", stream: "outbox", mails: 30, rate: 10000}
+	var out strings.Builder
+	for range 2 {
+		if err := producerProcess(context.Background(), cfg, &out); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	defer c.Close()
+	xs, err := c.XRange(context.Background(), "outbox", "-", "+").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := map[any]bool{}
+	for _, x := range xs {
+		ids[x.Values["id"]] = true
+	}
+	if len(xs) != 60 || len(ids) != 60 || !strings.Contains(out.String(), "ids 30 to 59") {
+		t.Errorf("two runs of 30: %d entries, %d ids; want 60 distinct\n%s", len(xs), len(ids), out.String())
+	}
 }

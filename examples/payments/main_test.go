@@ -41,8 +41,16 @@ func TestPaymentsExactlyOnceWhileWorkersAreKilled(t *testing.T) {
 		t.Fatalf("demo: ok %v, %v\n%s", ok, err, out.String())
 	}
 	reportIsTheGuides(t, out.String())
-	if !strings.Contains(out.String(), "killed a worker") {
-		t.Errorf("no worker was killed:\n%s", out.String())
+	// Every scheduled kill lands while payments are applied (none before
+	// the first), and the report counts them.
+	kills := regexp.MustCompile(`killed a worker \(-9\) and started another; (\d+) of`).FindAllStringSubmatch(out.String(), -1)
+	if len(kills) != 4 || !strings.Contains(out.String(), "workers killed:  4 (-9)") {
+		t.Errorf("%d kills said; want the 4 scheduled, and the report counting them:\n%s", len(kills), out.String())
+	}
+	for _, k := range kills {
+		if k[1] == "0" {
+			t.Errorf("a kill landed before any payment was applied:\n%s", out.String())
+		}
 	}
 }
 

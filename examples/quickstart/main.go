@@ -1,8 +1,10 @@
 // Command quickstart is a complete nandi consumer: every worker started
 // against the same Redis is a member of the group "quickstart" and shares
 // the stream tasks, each task handled by exactly one worker at a time, in
-// order per id. It says at Info that it waits for its lease (two to four
-// intervals, 10-20 s at the default 5s), and "serving" once it holds one.
+// order per id. It logs to stderr that it waits for its lease, "serving"
+// once it holds one, and each task it could not handle (an entry without
+// an id goes to the group's dead-letter stream: nandi dead list -group
+// quickstart shows it).
 //
 //	cd examples && go run ./quickstart -redis redis://localhost:6379     # start one, two, five...
 //	redis-cli XADD tasks '*' id 42 payload 'hello'         # each entry: its task id, its payload
@@ -13,6 +15,7 @@ import (
 	"flag"
 	"fmt"
 	"log"
+	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
@@ -36,7 +39,8 @@ func main() {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, client, handle); err != nil {
+	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	if err := run(ctx, client, handle, logger); err != nil {
 		log.Fatal(err)
 	}
 }
@@ -54,8 +58,8 @@ func handle(ctx context.Context, m *transport.Message) error {
 // run serves the stream "tasks" under the group "quickstart" until ctx
 // ends, then drains: running handlers finish, checkpoints are written, the
 // lease is left for the others.
-func run(ctx context.Context, client redis.UniversalClient, h consumer.Handler) error {
-	lease, err := partition.New(client, partition.Options{Name: "quickstart"})
+func run(ctx context.Context, client redis.UniversalClient, h consumer.Handler, logger *slog.Logger) error {
+	lease, err := partition.New(client, partition.Options{Name: "quickstart", Logger: logger})
 	if err != nil {
 		return err
 	}
@@ -63,7 +67,7 @@ func run(ctx context.Context, client redis.UniversalClient, h consumer.Handler) 
 	if err != nil {
 		return err
 	}
-	c, err := consumer.New(lease, source, h, consumer.Options{Concurrency: 8})
+	c, err := consumer.New(lease, source, h, consumer.Options{Concurrency: 8, Logger: logger})
 	if err != nil {
 		return err
 	}

@@ -19,7 +19,7 @@ var rank = map[string]int{
 	"transport/natscore": 1, "transport/kafkatopic": 1, "transport/watermillsub": 1, "transport/transporttest": 1,
 	"internal/redistest": 1, "internal/faultproxy": 1, "internal/natstest": 1, "internal/pgtest": 0, "internal/spintest": 0,
 	"partition/model": 1, "checkpoint/model": 2,
-	"checkpoint": 2, "presence": 2, "internal/deadstream": 2,
+	"checkpoint": 2, "checkpoint/memledger": 3, "presence": 2, "internal/deadstream": 2,
 	"consumer": 3,
 	"tracing":  4, "metrics": 4, "consumertest": 4, "deadletter": 4, "deadletter/jsdead": 5, "deadletter/kafkadead": 5, "health": 4, "watermillfilter": 4, "watermillpubsub": 4,
 	"metrics/watermillmetrics": 5,

@@ -40,8 +40,8 @@ function bar(value, maxValue, text, hot) {
 
 function lagOf(w) {
   let secs = -1, msgs = -1;
-  for (const s of w.lag_seconds || []) secs = Math.max(secs, s);
-  for (const m of w.lag_messages || []) msgs = Math.max(msgs, m);
+  for (const s of w.lag_seconds || []) if (s !== null) secs = Math.max(secs, s);
+  for (const m of w.lag_messages || []) if (m !== null) msgs = Math.max(msgs, m);
   if (secs >= 0) return { v: secs, text: secs.toFixed(1) + "s" };
   if (msgs >= 0) return { v: msgs, text: String(msgs) };
   return { v: 0, text: "-" };
@@ -61,7 +61,7 @@ function renderStrip(snap) {
   strip.replaceChildren(...cells.map(c => {
     const cls = ["cell"];
     if (c.rebalance) cls.push("rebalance");
-    if (c.generation) cls.push("generation");
+    if (c.generation_changed) cls.push("generation");
     if (c.handover) cls.push("handover");
     if (!c.closed) cls.push("open");
     const cell = el("div", cls.join(" "), el("i"));
@@ -69,7 +69,7 @@ function renderStrip(snap) {
     cell.dataset.count = c.count;
     cell.title = "interval " + c.interval + ": " + c.count + " registered" +
       (c.closed ? "" : " (open)") + (c.rebalance ? ", rebalance" : "") +
-      (c.handover ? ", handover: old shares served to their caps" : "") + (c.generation ? ", store generation changed" : "");
+      (c.handover ? ", handover: old shares served to their caps" : "") + (c.generation_changed ? ", store generation changed" : "");
     return cell;
   }));
   document.getElementById("strip-note").textContent =
@@ -83,7 +83,7 @@ function renderChanges(snap) {
     const what = c.from !== c.to ? "rebalance " + c.from + " \u2192 " + c.to : "membership";
     return el("li", c.from !== c.to ? "rebalance" : null,
       el("time", null, new Date(c.at).toLocaleTimeString()), " interval " + c.interval + ": " + what +
-      ((c.workers || []).length ? "; " + c.workers.join("; ") : ""));
+      ((c.joined_left || []).length ? "; " + c.joined_left.join("; ") : ""));
   }));
 }
 
@@ -91,10 +91,10 @@ function renderMapping(snap) {
   const now = Date.parse(snap.at);
   const rows = snap.mapping || [];
   let maxLag = 0, maxOld = 0;
-  for (const r of rows) if (r.worker) { maxLag = Math.max(maxLag, lagOf(r.worker).v); maxOld = Math.max(maxOld, oldestOf(r.worker)); }
+  for (const r of rows) if (r.holder) { maxLag = Math.max(maxLag, lagOf(r.holder).v); maxOld = Math.max(maxOld, oldestOf(r.holder)); }
   document.getElementById("replicas").textContent = snap.replicas + " replicas";
   fill(document.querySelector("#mapping tbody"), rows.map(r => {
-    const w = r.worker;
+    const w = r.holder;
     if (!w) {
       const tr = el("tr", "unowned", td(r.index, "num"), td("no worker record (joining, handing over, or presence off)"));
       for (let i = 0; i < 10; i++) tr.append(td(""));
@@ -106,7 +106,7 @@ function renderMapping(snap) {
     const tr = el("tr", cls,
       td(r.index, "num"),
       td(w.worker + (w.unserved ? " (unserved)" : "") + (w.handing_over ? " (handing over)" : ""), "worker wrap"),
-      td(w.shards && w.shards.length ? w.shards.join(",") + " of " + w.of : "all", "wrap"),
+      td(w.reading && w.reading.length ? w.reading.join(",") + " of " + w.of : "all", "wrap"),
       td(ago(w.since, now)),
       td(w.handled, "num"), td(w.failed, "num"), td(w.in_flight, "num"),
       el("td", null, bar(lag.v, maxLag, lag.text, false)),
@@ -340,7 +340,7 @@ async function showGroups() {
     const res = await fetch("/api/groups");
     if (!res.ok) throw new Error(await res.text());
     const names = await res.json();
-    if (names.length === 0) list.replaceChildren(el("li", null, "no group found (no {NAME}:lease key)"));
+    if (names.length === 0) list.replaceChildren(el("li", null, "no group found (no lease, checkpoints, dead letters, pause or workers of any group: check -redis and its database)"));
     else list.replaceChildren(...names.map(n => {
       const a = el("a", null, n);
       a.href = "/g/" + encodeURIComponent(n);
