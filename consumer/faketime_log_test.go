@@ -11,7 +11,6 @@ import (
 
 	"github.com/nandi-go/nandi/checkpoint/memledger"
 	"github.com/nandi-go/nandi/consumer"
-	"github.com/nandi-go/nandi/internal/leaseseam"
 	"github.com/nandi-go/nandi/partition"
 	"github.com/nandi-go/nandi/transport"
 	"github.com/nandi-go/nandi/transport/memory"
@@ -30,16 +29,16 @@ import (
 // skip the second: this test fails on it, in about a tenth of a second.
 func TestAStoppedWorkersUnfinishedTasksAreDoneByTheNextOnFakeTime(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		reg, ledgers, log := leaseseam.NewRegistry(), memledger.New(), memory.NewLog(1)
+		reg, ledgers, log := partition.NewMemoryGroup(), memledger.New(), memory.NewLog(1)
 		var mu sync.Mutex
 		done := map[string]int{}
 		release := make(chan struct{})
 		start := func(stuck bool) (*consumer.Consumer, context.CancelFunc, chan error) {
-			l, err := leaseseam.NewLease(reg, partition.Options{Name: "log", Interval: time.Second, Logger: slog.New(slog.DiscardHandler)})
+			l, err := partition.NewInMemory(reg, partition.Options{Name: "log", Interval: time.Second, Logger: slog.New(slog.DiscardHandler)})
 			if err != nil {
 				t.Fatal(err)
 			}
-			c, err := consumer.New(l.(*partition.Lease), log.Source(), func(ctx context.Context, m *transport.Message) error {
+			c, err := consumer.New(l, log.Source(), func(ctx context.Context, m *transport.Message) error {
 				if stuck && strings.HasPrefix(m.Key, "stuck") {
 					<-release // ignores its context
 					return nil

@@ -13,14 +13,13 @@ import (
 	"time"
 
 	"github.com/nandi-go/nandi/consumer"
-	"github.com/nandi-go/nandi/internal/leaseseam"
 	"github.com/nandi-go/nandi/partition"
 	"github.com/nandi-go/nandi/transport"
 )
 
 // The consumer itself on fake time (testing/synctest): a real
 // *partition.Lease on an in-memory registry with the lease script's
-// semantics (internal/leaseseam), a source that is not a log (so no
+// semantics (partition.NewInMemory), a source that is not a log (so no
 // ledger), and the whole Consumer between them: term, intake, book,
 // runner, drain. What these tests show holds to the nanosecond of the
 // fake clock, whatever else the machine runs; the guarantees against a
@@ -120,19 +119,19 @@ type fakeWorker struct {
 	done chan error
 }
 
-func startFake(t *testing.T, reg *leaseseam.Registry, q *fakeQueue, h consumer.Handler, opts consumer.Options) *fakeWorker {
+func startFake(t *testing.T, reg *partition.MemoryGroup, q *fakeQueue, h consumer.Handler, opts consumer.Options) *fakeWorker {
 	t.Helper()
-	l, err := leaseseam.NewLease(reg, partition.Options{Name: "fake", Interval: time.Second, Logger: slog.New(slog.DiscardHandler)})
+	l, err := partition.NewInMemory(reg, partition.Options{Name: "fake", Interval: time.Second, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	opts.Logger = slog.New(slog.DiscardHandler)
-	c, err := consumer.New(l.(*partition.Lease), q, h, opts)
+	c, err := consumer.New(l, q, h, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, stop := context.WithCancel(context.Background())
-	w := &fakeWorker{c: c, l: l.(*partition.Lease), stop: stop, done: make(chan error, 1)}
+	w := &fakeWorker{c: c, l: l, stop: stop, done: make(chan error, 1)}
 	go func() { w.done <- c.Run(ctx) }()
 	return w
 }
@@ -157,7 +156,7 @@ func TestRetriesOnFakeTime(t *testing.T) {
 	for _, conc := range []int{1, 4} {
 		t.Run(fmt.Sprintf("Concurrency=%d", conc), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				reg, q := leaseseam.NewRegistry(), newFakeQueue()
+				reg, q := partition.NewMemoryGroup(), newFakeQueue()
 				var mu sync.Mutex
 				var calls []string
 				at := map[string][]time.Time{}
@@ -224,7 +223,7 @@ func TestRetriesOnFakeTime(t *testing.T) {
 // overdue until it returns, and its task is abandoned, never handled.
 func TestShutdownLeavesAStuckHandlerOnFakeTime(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		reg, q := leaseseam.NewRegistry(), newFakeQueue()
+		reg, q := partition.NewMemoryGroup(), newFakeQueue()
 		started := make(chan struct{})
 		h := func(ctx context.Context, m *transport.Message) error {
 			if m.Key == "stuck" {
@@ -273,7 +272,7 @@ func TestShutdownLeavesAStuckHandlerOnFakeTime(t *testing.T) {
 // in the order they came.
 func TestPerIDOrderOnFakeTime(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		reg, q := leaseseam.NewRegistry(), newFakeQueue()
+		reg, q := partition.NewMemoryGroup(), newFakeQueue()
 		const ids, each = 20, 10
 		var mu sync.Mutex
 		running := map[string]bool{}
@@ -346,7 +345,7 @@ func TestPerIDOrderOnFakeTime(t *testing.T) {
 func TestGroupRateIsUsedInFullOnFakeTime(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const groupRate, groupBurst = 300.0, 30
-		reg, q := leaseseam.NewRegistry(), newFakeQueue()
+		reg, q := partition.NewMemoryGroup(), newFakeQueue()
 		var mu sync.Mutex
 		var starts []time.Time
 		h := func(context.Context, *transport.Message) error {

@@ -98,6 +98,13 @@ type Options struct {
 	// log instead of its beginning (logs only).
 	StartAtEnd bool
 
+	// NoFencedHandoff hands a log's shares over at a change of the group
+	// by the lease's timing alone, as before the fenced handoff (each
+	// share unowned for about two intervals): for benchmarks that measure
+	// the two side by side. Leave it false: with it, the group pauses at
+	// every change (docs/figures.md).
+	NoFencedHandoff bool
+
 	// Checkpoints of a log are written every CheckpointInterval (default
 	// 1s) or every CheckpointEvery finished tasks (default 1000), whichever
 	// comes first but at most 100 times a second, and at every drain. They

@@ -7,7 +7,6 @@ import (
 	"sync"
 
 	"github.com/nandi-go/nandi/checkpoint"
-	"github.com/nandi-go/nandi/internal/leaseseam"
 	"github.com/nandi-go/nandi/partition"
 	"github.com/nandi-go/nandi/transport"
 )
@@ -102,9 +101,9 @@ func (c *Consumer) Run(ctx context.Context) (runErr error) {
 	// the group, each worker drains and releases its share and takes the
 	// new one an interval before the lease's timing would give it
 	// (docs/PROTOCOL.md, "The fenced handoff").
-	if info.Log && !leaseseam.FenceOff.Load() {
+	if info.Log && !c.opts.NoFencedHandoff {
 		c.fenced.Store(true)
-		leaseseam.Fence(c.lease, true)
+		c.lease.FenceHandoffs()
 	}
 
 	// A source that is not a log is read throughout, unless it is aligned:

@@ -53,7 +53,7 @@ type Lease struct {
 
 	// fenced: the lease's user fences its terms through a ledger, so the
 	// lease issues provisional terms at a change of count
-	// (leaseseam.Fence); released wakes the runner when a term's user
+	// (FenceHandoffs); released wakes the runner when a term's user
 	// released it (Term.Release).
 	fenced   atomic.Bool
 	released chan struct{}
@@ -293,3 +293,12 @@ func (l *Lease) emit(ev traceEvent) {
 		l.trace(ev)
 	}
 }
+
+// FenceHandoffs makes the lease issue provisional terms at a change of the
+// group's count (the fenced handoff, docs/PROTOCOL.md): a term that begins
+// before the former holders' terms have ended, which its user must fence
+// through a ledger that refuses it until they released their shares.
+// Package consumer calls it for a log with checkpoints (unless
+// consumer.Options.NoFencedHandoff); a lease whose user does not fence
+// must never issue them. Call it before Run.
+func (l *Lease) FenceHandoffs() { l.fenced.Store(true) }

@@ -66,6 +66,12 @@ type Options struct {
 	// run one worker's clock fast or slow and prove what the group does
 	// about it (see Clock).
 	Clock Clock
+
+	// StandDownAtChange ends a term at once at a registration that
+	// disagrees (ErrMappingChanged), as leases did before a term was kept
+	// to its cap through a change of mapping: for benchmarks that measure
+	// the two side by side. Leave it false.
+	StandDownAtChange bool
 }
 
 func (o Options) withDefaults() Options {

@@ -382,7 +382,7 @@ func (r *runner) provisional(cur, p1 record, ok1 bool) *pending {
 // down at once. It never ends t sooner than its deadline would.
 func (r *runner) keep(t *Term, why error) {
 	l := r.l
-	if standDownAtChange.Load() {
+	if l.opts.StandDownAtChange {
 		l.endTerm(t, why)
 		return
 	}

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
-	"github.com/ThreeDotsLabs/watermill/message"
 	wrs "github.com/ThreeDotsLabs/watermill-redisstream/pkg/redisstream"
+	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/nandi-go/nandi/consumer"
 	"github.com/nandi-go/nandi/deadletter"
 	"github.com/nandi-go/nandi/internal/redistest"

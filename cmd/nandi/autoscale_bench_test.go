@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/nandi-go/nandi/consumer"
-	"github.com/nandi-go/nandi/internal/leaseseam"
 	"github.com/nandi-go/nandi/internal/redistest"
 	"github.com/nandi-go/nandi/partition"
 	"github.com/nandi-go/nandi/transport"
@@ -70,10 +69,8 @@ func BenchmarkAutoscaleFigures(b *testing.B) {
 	srv := redistest.Start(b)
 	runs := map[string]autoscaleRun{}
 	for _, mode := range []string{"fenced handoff", "fence off"} {
-		leaseseam.FenceOff.Store(mode == "fence off")
-		runs[mode] = autoscale(b, srv.Client(), "as-"+strconv.Itoa(len(runs)))
+		runs[mode] = autoscale(b, srv.Client(), "as-"+strconv.Itoa(len(runs)), mode == "fence off")
 	}
-	leaseseam.FenceOff.Store(false)
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
 	defer fmt.Printf("(arriving at %d/s; a worker does at most %d/s; KEDA's rule at a tenth of the deployed times; flow and pauses over the 4 intervals after a step taken with a backlog, the flow against the 4 before)\n",
 		asRate, int(asConcurrency*time.Second/asHandle))
@@ -113,7 +110,7 @@ type asWorker struct {
 	done   chan struct{}
 }
 
-func autoscale(b *testing.B, c *redis.Client, group string) autoscaleRun {
+func autoscale(b *testing.B, c *redis.Client, group string, unfenced bool) autoscaleRun {
 	ctx := context.Background()
 	names := make([]string, asShards)
 	for i := range names {
@@ -147,7 +144,7 @@ func autoscale(b *testing.B, c *redis.Client, group string) autoscaleRun {
 		if err != nil {
 			b.Fatal(err)
 		}
-		cs, err := consumer.New(l, src, handler, consumer.Options{Concurrency: asConcurrency, CheckpointInterval: 100 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+		cs, err := consumer.New(l, src, handler, consumer.Options{Concurrency: asConcurrency, CheckpointInterval: 100 * time.Millisecond, Logger: slog.New(slog.DiscardHandler), NoFencedHandoff: unfenced})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -24,7 +24,6 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/nandi-go/nandi/consumer"
 	"github.com/nandi-go/nandi/deadletter"
-	"github.com/nandi-go/nandi/internal/leaseseam"
 	"github.com/nandi-go/nandi/internal/redistest"
 	"github.com/nandi-go/nandi/transport"
 	"github.com/nandi-go/nandi/transport/memory"
@@ -112,8 +111,6 @@ func TestWebPageInABrowser(t *testing.T) {
 	// timing (a source that is not a log, a group's first change); over a
 	// log the fenced handoff lasts a drain, too short to be sure to land
 	// in a presence record, so this group hands over by timing.
-	leaseseam.FenceOff.Store(true)
-	defer leaseseam.FenceOff.Store(false)
 	srv := redistest.Start(t)
 	const iv = 300 * time.Millisecond
 	log := memory.NewLog(2)
@@ -125,7 +122,7 @@ func TestWebPageInABrowser(t *testing.T) {
 			return fmt.Errorf("smtp: 451 4.7.1 greylisted, try again later")
 		}
 		return nil
-	}, consumer.Options{RetryMin: 500 * time.Millisecond})
+	}, consumer.Options{RetryMin: 500 * time.Millisecond, NoFencedHandoff: true})
 	for _, id := range []string{"mail-sender-7f9c-a", "mail-sender-7f9c-b", markup} {
 		g.start(id)
 	}

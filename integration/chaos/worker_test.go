@@ -15,7 +15,6 @@ import (
 
 	"github.com/nandi-go/nandi/consumer"
 	"github.com/nandi-go/nandi/health"
-	"github.com/nandi-go/nandi/internal/leaseseam"
 	"github.com/nandi-go/nandi/partition"
 	"github.com/nandi-go/nandi/transport"
 	"github.com/nandi-go/nandi/transport/kafkatopic"
@@ -137,9 +136,7 @@ return 1`)
 
 func workerMain() int {
 	id, _ := strconv.Atoi(os.Getenv(envWorker))
-	if os.Getenv(envStand) != "" {
-		leaseseam.StandDownAtChange(true)
-	}
+	standDown := os.Getenv(envStand) != ""
 	interval, _ := time.ParseDuration(os.Getenv(envInterval))
 	work, _ := time.ParseDuration(os.Getenv(envWork))
 	f, err := os.OpenFile(os.Getenv(envRecord), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
@@ -158,7 +155,7 @@ func workerMain() int {
 	sink := redis.NewClient(&redis.Options{Addr: os.Getenv(envSink)})
 	wait, _ := strconv.Atoi(os.Getenv(envWait))
 	logger := slog.New(slog.NewTextHandler(os.Stderr, nil)) // worker-N.log: state changes and trouble
-	opts := partition.Options{Name: os.Getenv(envGroup), Interval: interval, WaitReplicas: wait, Logger: logger}
+	opts := partition.Options{Name: os.Getenv(envGroup), Interval: interval, WaitReplicas: wait, Logger: logger, StandDownAtChange: standDown}
 	if rate, err := strconv.ParseFloat(os.Getenv(envRate), 64); err == nil && rate != 1 {
 		opts.Clock = driftClock{t0: time.Now(), rate: rate}
 	}

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/nandi-go/nandi/consumer"
-	"github.com/nandi-go/nandi/internal/leaseseam"
 )
 
 // throughChurn is the scenario of a group that changes while it hands
@@ -28,11 +27,9 @@ func throughChurn(f *fleet, publish publisher) {
 // from gap, and fenced saying whether the fenced handoff is on (off: the
 // lease's timing alone, as before it).
 func throughChurnEvery(f *fleet, publish publisher, gap func() time.Duration, fenced bool) {
-	leaseseam.FenceOff.Store(!fenced)
-	defer leaseseam.FenceOff.Store(false)
 	const ids, each = 3000, 5
 	f.live = map[int]*member{}
-	f.copt = consumer.Options{Concurrency: 4, CheckpointInterval: 50 * time.Millisecond}
+	f.copt = consumer.Options{Concurrency: 4, CheckpointInterval: 50 * time.Millisecond, NoFencedHandoff: !fenced}
 	f.serveToCap = func(id int) bool { return id%2 == 0 }
 	f.work = func() { time.Sleep(time.Duration(rand.Int64N(int64(time.Millisecond)))) }
 	for range 3 {

@@ -13,7 +13,6 @@ import (
 
 	"github.com/nandi-go/nandi/consumer"
 	"github.com/nandi-go/nandi/internal/faultproxy"
-	"github.com/nandi-go/nandi/internal/leaseseam"
 	"github.com/nandi-go/nandi/internal/redistest"
 	"github.com/nandi-go/nandi/partition"
 	"github.com/nandi-go/nandi/transport"
@@ -77,16 +76,12 @@ func BenchmarkRebalanceFigures(b *testing.B) {
 	for trial := range trials {
 		for _, change := range rebalanceChanges {
 			for rule := range rules {
-				leaseseam.StandDownAtChange(rule == 0)
-				leaseseam.FenceOff.Store(rule < 2)
-				f, p := rebalanceOnce(b, srv, names, iv, change, fmt.Sprintf("rb-%d-%d-%d", trial, rule, len(change)))
+				f, p := rebalanceOnce(b, srv, names, iv, change, fmt.Sprintf("rb-%d-%d-%d", trial, rule, len(change)), rule == 0, rule < 2)
 				k := key{change, rule}
 				flow[k], pause[k] = append(flow[k], f), append(pause[k], p)
 			}
 		}
 	}
-	leaseseam.StandDownAtChange(false)
-	leaseseam.FenceOff.Store(false)
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
 	defer tw.Flush()
 	fmt.Fprintf(tw, "rebalance, %s, 24 aligned streams, 2ms handlers, Concurrency 4, interval %v\tflow kept\tlongest pause (intervals)\n", time.Now().UTC().Format("2006-01-02"), iv)
@@ -103,7 +98,7 @@ func BenchmarkRebalanceFigures(b *testing.B) {
 
 // rebalanceOnce runs a fresh group through change and returns the flow
 // kept and the longest pause, in intervals.
-func rebalanceOnce(b *testing.B, srv *redistest.Server, names []string, iv time.Duration, change, group string) (flow, pause float64) {
+func rebalanceOnce(b *testing.B, srv *redistest.Server, names []string, iv time.Duration, change, group string, standDown, unfenced bool) (flow, pause float64) {
 	run := &rebalanceRun{}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -117,7 +112,7 @@ func rebalanceOnce(b *testing.B, srv *redistest.Server, names []string, iv time.
 		links = append(links, link)
 		client := redis.NewClient(&redis.Options{Addr: link.Addr(), MaxRetries: -1})
 		b.Cleanup(func() { _ = client.Close() })
-		l, err := partition.New(client, partition.Options{Name: group, Interval: iv})
+		l, err := partition.New(client, partition.Options{Name: group, Interval: iv, StandDownAtChange: standDown})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -131,7 +126,7 @@ func rebalanceOnce(b *testing.B, srv *redistest.Server, names []string, iv time.
 			run.done = append(run.done, completion{time.Now(), id})
 			run.mu.Unlock()
 			return nil
-		}, consumer.Options{Concurrency: 4, ServeToCap: strings.HasSuffix(change, "ServeToCap"), ShutdownTimeout: 10 * time.Second})
+		}, consumer.Options{Concurrency: 4, ServeToCap: strings.HasSuffix(change, "ServeToCap"), ShutdownTimeout: 10 * time.Second, NoFencedHandoff: unfenced})
 		if err != nil {
 			b.Fatal(err)
 		}

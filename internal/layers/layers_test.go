@@ -14,7 +14,7 @@ const module = "github.com/nandi-go/nandi"
 // lower layer. The transports sit with the lease, below the checkpoint
 // ledger and the consumer; what builds on the consumer sits above it.
 var rank = map[string]int{
-	"hist": 0, "drain": 0, "transport": 0, "internal/leasecheck": 0, "internal/backoff": 0, "internal/leaseseam": 0, "internal/diagrams": 0, "internal/diagrams/cmd/gen": 1, "internal/docs": 6,
+	"hist": 0, "drain": 0, "transport": 0, "internal/leasecheck": 0, "internal/backoff": 0, "internal/diagrams": 0, "internal/diagrams/cmd/gen": 1, "internal/docs": 6,
 	"partition": 1, "transport/memory": 1, "transport/redisstream": 1, "transport/natsjs": 1,
 	"transport/natscore": 1, "transport/kafkatopic": 1, "transport/watermillsub": 1, "transport/transporttest": 1,
 	"internal/redistest": 1, "internal/faultproxy": 1, "internal/natstest": 1, "internal/pgtest": 0, "internal/spintest": 0,
