@@ -90,8 +90,8 @@ func TestNewRefusesBadOptions(t *testing.T) {
 		want string
 	}{
 		{consumer.Options{Concurrency: -1}, "Concurrency"},
-		{consumer.Options{DrainTimeout: 600 * time.Millisecond}, "DrainTimeout"},
-		{consumer.Options{DrainTimeout: -time.Second}, "DrainTimeout"},
+		{consumer.Options{MinTaskTime: 600 * time.Millisecond}, "MinTaskTime"},
+		{consumer.Options{MinTaskTime: -time.Second}, "MinTaskTime"},
 		{consumer.Options{MaxAttempts: -1}, "MaxAttempts"},
 		{consumer.Options{RetryMin: time.Second, RetryMax: time.Millisecond}, "RetryMax"},
 	} {

@@ -33,7 +33,7 @@
 // run in parallel; one id never runs twice at once. At most MaxPending
 // tasks are taken and unfinished at once; intake waits beyond that.
 //
-// No task starts (and intake pauses) when less than DrainTimeout is left
+// No task starts (and intake pauses) when less than MinTaskTime is left
 // before the lease's deadline, until the renewal comes; by default that is
 // just before each renewing registration, for its round trip, so that no
 // task starts in the instant a registration may end the term. A handler's

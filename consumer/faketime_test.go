@@ -195,7 +195,7 @@ func TestRetriesOnFakeTime(t *testing.T) {
 					got := at["a/0"][i+1].Sub(at["a/0"][i])
 					// The wait is RetryDelay's, and the attempt starts at
 					// most a renewal later (a task does not start within
-					// DrainTimeout of a deadline the renewal has not moved).
+					// MinTaskTime of a deadline the renewal has not moved).
 					if got < want || got > want+time.Second {
 						t.Errorf("retry %d of a/0 came %v after the attempt before; RetryDelay said %v", i+1, got, want)
 					}

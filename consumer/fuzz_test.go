@@ -42,7 +42,7 @@ func FuzzOptionsValidate(f *testing.F) {
 	f.Add(-1, int64(-1), int64(-1), int64(-2), -1, false, int64(-1), -1, -1, int64(-1))
 	const gap, interval = 625 * time.Millisecond, 5 * time.Second
 	f.Fuzz(func(t *testing.T, conc int, drain, rmin, rmax int64, attempts int, dead bool, cpi int64, cpe, pending int, shutdown int64) {
-		o := Options{Concurrency: conc, DrainTimeout: time.Duration(drain), RetryMin: time.Duration(rmin), RetryMax: time.Duration(rmax),
+		o := Options{Concurrency: conc, MinTaskTime: time.Duration(drain), RetryMin: time.Duration(rmin), RetryMax: time.Duration(rmax),
 			MaxAttempts: attempts, CheckpointInterval: time.Duration(cpi), CheckpointEvery: cpe, MaxPending: pending, ShutdownTimeout: time.Duration(shutdown)}
 		if dead {
 			o.DeadLetter = func(context.Context, *transport.Message, error) error { return nil }
@@ -56,7 +56,7 @@ func FuzzOptionsValidate(f *testing.F) {
 			return
 		}
 		switch {
-		case o.Concurrency < 1, o.DrainTimeout <= 0, o.DrainTimeout > interval/2, o.RetryMin < 0, o.RetryMax < o.RetryMin,
+		case o.Concurrency < 1, o.MinTaskTime <= 0, o.MinTaskTime > interval/2, o.RetryMin < 0, o.RetryMax < o.RetryMin,
 			o.MaxAttempts < 0, o.CheckpointInterval <= 0, o.CheckpointEvery <= 0,
 			o.MaxPending < 1, o.ShutdownTimeout < 0, o.Logger == nil:
 			t.Fatalf("accepted %+v", o)

@@ -23,7 +23,7 @@ type offer struct {
 // intake reads and takes batches until the term stops taking: each batch
 // through the ownership filter (filter) and into the task book (submit),
 // whose runner runs them. It reads only while work may start
-// (not within DrainTimeout of a deadline the renewal has not moved yet).
+// (not within MinTaskTime of a deadline the renewal has not moved yet).
 // Marks are written by the term's writer (marks.go), never waited for
 // here. It runs on its own goroutine, which the drain detaches if user
 // code it runs (Options.ID, or a task at Concurrency 1) outlives the term;

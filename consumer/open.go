@@ -22,9 +22,9 @@ var errTermOver = errors.New("consumer: the term ended")
 // operator may repair or delete the hash), and says so at Error.
 func (tr *term) open() (transport.Reader, error) {
 	defer tr.sh.unserved.Store(false)
-	r := retry{spell: &tr.sh.opening, count: &tr.sh.stats.openFailures}
-	corrupt := retry{spell: &tr.sh.opening, count: &tr.sh.stats.corruptLedger, level: slog.LevelError}
-	shrunk := retry{spell: &tr.sh.opening, count: &tr.sh.stats.openFailures, level: slog.LevelError}
+	r := ioBackoff{spell: &tr.sh.opening, count: &tr.sh.stats.openFailures}
+	corrupt := ioBackoff{spell: &tr.sh.opening, count: &tr.sh.stats.corruptLedger, level: slog.LevelError}
+	shrunk := ioBackoff{spell: &tr.sh.opening, count: &tr.sh.stats.openFailures, level: slog.LevelError}
 	for {
 		rd, err := tr.openOnce()
 		if err == nil {
@@ -148,7 +148,7 @@ func (tr *term) openOnce() (transport.Reader, error) {
 // only, retrying while the term lasts.
 func (tr *term) subscribe() (transport.Reader, error) {
 	defer tr.sh.unserved.Store(false)
-	r := retry{spell: &tr.sh.opening, count: &tr.sh.stats.openFailures}
+	r := ioBackoff{spell: &tr.sh.opening, count: &tr.sh.stats.openFailures}
 	read := tr.a.ShardsOf(tr.info.Shards)
 	if tr.sh.misaligned.Load() {
 		read, tr.allShards = make([]int, tr.info.Shards), true

@@ -19,21 +19,21 @@ type Options struct {
 	// run in the order the source delivered them.
 	Concurrency int
 
-	// DrainTimeout is the least time every task has, from its start,
+	// MinTaskTime (DrainTimeout before) is the least time every task has, from its start,
 	// before the lease it started under can run out: intake and task starts
 	// pause when less than this (and a millisecond) is left before the
 	// lease's deadline, until the renewal comes. The renewing registration
 	// is due Gap*Interval before the deadline, so with the default,
 	// Gap*Interval, the pause begins just before each registration is sent
 	// and lasts its round trip: no task starts in the instant a
-	// registration may end the term. A longer DrainTimeout (at most half
+	// registration may end the term. A longer MinTaskTime (at most half
 	// the Interval) gives longer tasks room at the price of a longer pause
 	// each interval; a shorter one lets tasks start during registrations.
 	// At a change of mapping, tasks running have until the deadline;
 	// tasks not started are left to the next holder. A handler still
 	// running at the deadline has its context cancelled and its task is
 	// done again by the next holder.
-	DrainTimeout time.Duration
+	MinTaskTime time.Duration
 
 	// ID returns a message's task id. Default: ID(m.Key). An error (or a
 	// panic) makes the message a permanent failure (see ErrPermanent): it
@@ -150,8 +150,8 @@ type Options struct {
 	// returns. Its share is then served until the group's next mapping may
 	// take it over, and goes unserved only for the drain and a gap and a
 	// half, instead of about two intervals. It applies when ShutdownTimeout
-	// is at least two intervals and DrainTimeout (else Run drains at once,
-	// as without it); Run then returns within two intervals, DrainTimeout
+	// is at least two intervals and MinTaskTime (else Run drains at once,
+	// as without it); Run then returns within two intervals, MinTaskTime
 	// and the last checkpoint write.
 	ServeToCap bool
 
@@ -232,8 +232,8 @@ func (o Options) withDefaults(gapTime, _ time.Duration) Options {
 	if o.Concurrency == 0 {
 		o.Concurrency = 1
 	}
-	if o.DrainTimeout == 0 {
-		o.DrainTimeout = gapTime
+	if o.MinTaskTime == 0 {
+		o.MinTaskTime = gapTime
 	}
 	if o.RetryMin == 0 {
 		o.RetryMin = 50 * time.Millisecond
@@ -272,8 +272,8 @@ func (o Options) validate(gapTime, interval time.Duration) error {
 	switch {
 	case o.Concurrency < 1:
 		return bad("Concurrency is %d; it must be at least 1", o.Concurrency)
-	case o.DrainTimeout < 0 || o.DrainTimeout > interval/2:
-		return bad("DrainTimeout is %v; it must be in (0, %v], half the lease's Interval (intake pauses for DrainTimeout-Gap*Interval every interval)", o.DrainTimeout, interval/2)
+	case o.MinTaskTime < 0 || o.MinTaskTime > interval/2:
+		return bad("MinTaskTime is %v; it must be in (0, %v], half the lease's Interval (intake pauses for MinTaskTime-Gap*Interval every interval)", o.MinTaskTime, interval/2)
 	case o.RetryMin < 0 || o.RetryMax < o.RetryMin:
 		return bad("RetryMin %v and RetryMax %v: want 0 <= RetryMin <= RetryMax", o.RetryMin, o.RetryMax)
 	case hist.ValidBounds(o.HandlerBuckets) != nil:

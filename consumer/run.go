@@ -147,7 +147,7 @@ func (c *Consumer) Run(ctx context.Context) (runErr error) {
 // and ShutdownTimeout covers the two intervals to a cap at most and the
 // drain.
 func (c *Consumer) servesToCap() bool {
-	if !c.opts.ServeToCap || c.opts.ShutdownTimeout < 2*c.interval+c.opts.DrainTimeout {
+	if !c.opts.ServeToCap || c.opts.ShutdownTimeout < 2*c.interval+c.opts.MinTaskTime {
 		return false
 	}
 	t := c.lease.Term()
@@ -233,7 +233,7 @@ func (c *Consumer) serveOnce(runCtx, loop context.Context, t *partition.Term, in
 // ends (ok false then).
 func (c *Consumer) describe(ctx context.Context) (transport.Info, bool) {
 	defer c.unserved.Store(false)
-	r := retry{spell: &c.opening, count: &c.stats.openFailures}
+	r := ioBackoff{spell: &c.opening, count: &c.stats.openFailures}
 	for {
 		info, err := c.src.Info(ctx)
 		if err == nil {
@@ -251,7 +251,7 @@ func (c *Consumer) describe(ctx context.Context) (transport.Info, bool) {
 // until ctx ends (nil then).
 func (c *Consumer) openPersistent(ctx context.Context) transport.Reader {
 	defer c.unserved.Store(false)
-	r := retry{spell: &c.opening, count: &c.stats.openFailures}
+	r := ioBackoff{spell: &c.opening, count: &c.stats.openFailures}
 	for {
 		rd, err := c.src.Open(ctx, nil)
 		if err == nil {
@@ -271,7 +271,7 @@ func (c *Consumer) openPersistent(ctx context.Context) transport.Reader {
 // have them handled later, under a mapping they did not arrive in, by a
 // worker that may not have owned them when another one did.
 func (c *Consumer) discard(ctx context.Context, r transport.Reader) (*partition.Term, error) {
-	fetch := retry{spell: &c.fetching, count: &c.stats.fetchFailures}
+	fetch := ioBackoff{spell: &c.fetching, count: &c.stats.fetchFailures}
 	for {
 		changed := c.lease.Changed()
 		if t := c.lease.Term(); t != nil && t.Held() {

@@ -53,8 +53,8 @@ type term struct {
 	// intakeDone is closed when intake returns. Intake runs on its own
 	// goroutine (with Concurrency 1 it runs tasks too; see runner.go).
 	intakeDone chan struct{}
-	fetch      retry      // intake's fetches (the goroutine that fetches owns it)
-	reread     retry      // reading waiting tasks again (under rereadMu)
+	fetch      ioBackoff  // intake's fetches (the goroutine that fetches owns it)
+	reread     ioBackoff  // reading waiting tasks again (under rereadMu)
 	rereadMu   sync.Mutex // guards reread
 	offers     []offer    // intake's scratch: the owned messages of a batch
 	tasks      []*task    // intake's scratch: their tasks
@@ -98,8 +98,8 @@ func newTerm(sh *shared, runCtx, loop context.Context, t *partition.Term, info t
 		done:       make(chan struct{}),
 		intakeDone: make(chan struct{}),
 	}
-	tr.fetch = retry{spell: &sh.fetching, count: &sh.stats.fetchFailures}
-	tr.reread = retry{spell: &sh.fetching, count: &sh.stats.fetchFailures}
+	tr.fetch = ioBackoff{spell: &sh.fetching, count: &sh.stats.fetchFailures}
+	tr.reread = ioBackoff{spell: &sh.fetching, count: &sh.stats.fetchFailures}
 	tr.ctx, tr.cancel = context.WithCancel(withAssignment(withOrigin(context.WithoutCancel(runCtx), Origin{Group: sh.group, Source: info}), a))
 	tr.taking, tr.stopTaking = context.WithCancel(loop)
 	_, reread := sh.src.(transport.Rereader)
@@ -120,15 +120,15 @@ func (tr *term) setShards(shards []*shardTrack) {
 	tr.r.view(func(b *book) { b.open(shards, tr.info.Log) })
 }
 
-// pauseLead is how much earlier than DrainTimeout before the deadline
-// intake and task starts pause: with the default DrainTimeout (the gap),
+// pauseLead is how much earlier than MinTaskTime before the deadline
+// intake and task starts pause: with the default MinTaskTime (the gap),
 // the pause then begins before the renewing registration is sent, so no
 // task starts in the instant a registration may end the term.
 const pauseLead = time.Millisecond
 
 // setPause moves the pause to the term's deadline now.
 func (tr *term) setPause() {
-	at := tr.t.Deadline().Add(-tr.sh.opts.DrainTimeout - pauseLead)
+	at := tr.t.Deadline().Add(-tr.sh.opts.MinTaskTime - pauseLead)
 	tr.pauseAt.Store(at.UnixNano())
 	tr.pauseAfter.Store(int64(at.Sub(tr.base)))
 }
@@ -209,7 +209,7 @@ func (tr *term) mayStartAt(now time.Duration) bool {
 
 // mayStart reports whether work may start now: the term takes work, the
 // group is not paused (then it waits for the resume), and it is not within
-// DrainTimeout of a deadline the renewal has not moved yet (then it waits
+// MinTaskTime of a deadline the renewal has not moved yet (then it waits
 // for the renewal). The common case is mayStartAt.
 func (tr *term) mayStart() bool {
 	if tr.mayStartAt(time.Since(tr.base)) {
@@ -225,7 +225,7 @@ func (tr *term) mayStart() bool {
 	// before pauseAt): at exactly the lead, Room would say yes while
 	// mayStartAt and intake's fetch deadline say no, and intake would
 	// loop without waiting until the clock moved (on fake time, forever).
-	return !tr.over.Load() && tr.t.Room(tr.taking, tr.sh.opts.DrainTimeout+pauseLead+time.Nanosecond) && !tr.over.Load()
+	return !tr.over.Load() && tr.t.Room(tr.taking, tr.sh.opts.MinTaskTime+pauseLead+time.Nanosecond) && !tr.over.Load()
 }
 
 // close ends what the term started (its watcher) and its handlers'

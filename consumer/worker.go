@@ -28,7 +28,7 @@ type worker struct {
 	// runFrom runs tasks back to back (negative otherwise): the next task's
 	// start, so that a message costs one clock reading, not two. It is
 	// earlier than the true start by a settle and a lock, which a pause
-	// boundary (DrainTimeout and more before the deadline) does not notice.
+	// boundary (MinTaskTime and more before the deadline) does not notice.
 	ended time.Duration
 }
 

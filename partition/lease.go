@@ -139,7 +139,7 @@ func KeyPrefix(name string) string { return "{" + name + "}:" }
 // Margin is Gap*Interval as the registration script computes it, in whole
 // microseconds: the slack at each end of an interval, the margin a lease
 // holds past its next due registration, and the default time every task
-// has before its lease can run out (consumer.Options.DrainTimeout).
+// has before its lease can run out (consumer.Options.MinTaskTime).
 func Margin(interval time.Duration, gap float64) time.Duration {
 	return time.Duration(gapMicros(interval.Microseconds(), gapPPM(gap))) * time.Microsecond
 }

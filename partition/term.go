@@ -158,7 +158,7 @@ func (t *Term) renew(deadline time.Time) {
 // HandingOver reports whether the term is being handed over: the
 // mapping changed, so it is no longer renewed and is kept to its cap
 // (Deadline), half a gap before the new mapping's holders may start. Its
-// holder serves it until then, draining DrainTimeout before it (package
+// holder serves it until then, draining MinTaskTime before it (package
 // consumer).
 func (t *Term) HandingOver() bool { return t.keptFor() != nil }
 

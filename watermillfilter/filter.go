@@ -27,7 +27,7 @@ type Options struct {
 	// MinTime is the least time a handler has before its lease can run
 	// out: a message that arrives with less left waits for the renewal.
 	// Default: the lease's Margin, Gap*Interval (as
-	// consumer.Options.DrainTimeout).
+	// consumer.Options.MinTaskTime).
 	MinTime time.Duration
 	// Logger receives trouble at Warn (overdue handlers) and Error
 	// (panics); nil is silent.

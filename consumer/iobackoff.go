@@ -58,11 +58,11 @@ func (s *trouble) end() (failures int64, lasted time.Duration, ok bool) {
 	return failures, time.Since(s.since), true
 }
 
-// retry is one loop's way of retrying the consumer's own I/O: every
+// ioBackoff is one loop's way of retrying the consumer's own I/O (not a task's retries: RetryDelay): every
 // failure counted, the first of a spell logged, and the wait drawn by
 // backoff.Delay between retryFloor and retryCeiling. The zero value is
 // ready, with its spell and counter set.
-type retry struct {
+type ioBackoff struct {
 	spell *trouble
 	count *atomic.Int64
 	level slog.Level // of the spell's first failure (Warn when zero)
@@ -73,7 +73,7 @@ type retry struct {
 // how long to wait before the next try.
 // ctx is the context of the work that failed (its trace goes with the
 // log line).
-func (r *retry) failed(ctx context.Context, log *slog.Logger, msg string, err error, attrs ...any) time.Duration {
+func (r *ioBackoff) failed(ctx context.Context, log *slog.Logger, msg string, err error, attrs ...any) time.Duration {
 	r.count.Add(1)
 	if r.spell.fail() {
 		level := r.level
@@ -87,13 +87,13 @@ func (r *retry) failed(ctx context.Context, log *slog.Logger, msg string, err er
 }
 
 // wait is failed, then a sleep of that long; false when ctx ended first.
-func (r *retry) wait(ctx context.Context, log *slog.Logger, msg string, err error, attrs ...any) bool {
+func (r *ioBackoff) wait(ctx context.Context, log *slog.Logger, msg string, err error, attrs ...any) bool {
 	return sleep(ctx, r.failed(ctx, log, msg, err, attrs...))
 }
 
 // ok ends the backoff, and the spell with an Info line (msg, with its
 // failures and how long it lasted) if there was one.
-func (r *retry) ok(ctx context.Context, log *slog.Logger, msg string) {
+func (r *ioBackoff) ok(ctx context.Context, log *slog.Logger, msg string) {
 	r.tries = 0
 	if n, lasted, ok := r.spell.end(); ok {
 		log.InfoContext(ctx, msg, "failures", n, "after", lasted)

@@ -28,7 +28,7 @@ func TestRetriesAreJittered(t *testing.T) {
 
 	io := map[time.Duration]bool{}
 	for range 200 {
-		r := retry{spell: &trouble{}, count: new(atomic.Int64)}
+		r := ioBackoff{spell: &trouble{}, count: new(atomic.Int64)}
 		r.failed(context.Background(), slog.New(slog.DiscardHandler), "fetch failing", errors.New("down"))
 		d := r.failed(context.Background(), slog.New(slog.DiscardHandler), "fetch failing", errors.New("down"))
 		if d < retryFloor || d > 4*retryFloor {
