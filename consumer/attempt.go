@@ -11,7 +11,7 @@ import (
 
 // execute runs one attempt of t on worker w (one of the runner's, or
 // intake with Concurrency 1) and returns what the book is told.
-func (tr *term) execute(w *worker, t *task) (verdict, time.Time) {
+func (tr *term) execute(w *worker, t *task) (result, time.Time) {
 	// No attempt starts once the term stops taking, nor close to its
 	// deadline before a renewal: a task queued under a term that has ended
 	// is left for the next holder (it is not done, so no checkpoint passes
@@ -19,7 +19,7 @@ func (tr *term) execute(w *worker, t *task) (verdict, time.Time) {
 	started := w.clock(tr.base) // also the handler's start
 	if !tr.mayStartAt(started) {
 		if !tr.mayStart() {
-			return leave, time.Time{}
+			return resLeave, time.Time{}
 		}
 		started = time.Since(tr.base)
 	}
@@ -31,30 +31,30 @@ func (tr *term) execute(w *worker, t *task) (verdict, time.Time) {
 	}
 	if t.err == nil && (t.f == nil || !t.f.dead) && tr.limiter != nil { // the group's rate
 		if !tr.admit() {
-			return leave, time.Time{}
+			return resLeave, time.Time{}
 		}
 		started = time.Since(tr.base)
 	}
 	w.started = started
 	out, attached := tr.attempt(w, t)
 	if !attached {
-		return detached, time.Time{}
+		return resDetached, time.Time{}
 	}
-	if out != outHandled {
+	if out != resHandled {
 		w.ended = -1 // OnError or DeadLetter may have run after the handler
 	}
-	v := tr.settle(t, out)
-	if v == again {
-		return again, time.Now().Add(t.f.backoff)
+	tr.account(t, out)
+	if out == resRetry {
+		return resRetry, time.Now().Add(t.f.backoff)
 	}
-	return v, time.Time{}
+	return out, time.Time{}
 }
 
 // attempt runs the handler once (or DeadLetter, once the failure policy
 // has given up on the handler) and applies the failure policy. attached is
 // false when the worker was detached while user code ran: the task is then
 // no longer this goroutine's to touch.
-func (tr *term) attempt(w *worker, t *task) (out outcome, attached bool) {
+func (tr *term) attempt(w *worker, t *task) (out result, attached bool) {
 	if t.f == nil || !t.f.dead {
 		err := t.err
 		if err == nil {
@@ -62,10 +62,10 @@ func (tr *term) attempt(w *worker, t *task) (out outcome, attached bool) {
 				return 0, false
 			}
 			if err == errGateClosed {
-				return outLeave, true
+				return resLeave, true
 			}
 			if err == nil {
-				return outHandled, true
+				return resHandled, true
 			}
 		}
 		return tr.failed(w, t, err)
@@ -75,9 +75,9 @@ func (tr *term) attempt(w *worker, t *task) (out outcome, attached bool) {
 
 // failed applies the failure policy to a failed attempt of t: retry it,
 // skip it, or send it to DeadLetter (now).
-func (tr *term) failed(w *worker, t *task, err error) (out outcome, attached bool) {
+func (tr *term) failed(w *worker, t *task, err error) (out result, attached bool) {
 	if t.err == nil && tr.ctx.Err() != nil {
-		return outLeave, true // cut off by the lease, not a failure of the task
+		return resLeave, true // cut off by the lease, not a failure of the task
 	}
 	f := t.failures()
 	f.attempts++
@@ -95,7 +95,7 @@ func (tr *term) failed(w *worker, t *task, err error) (out outcome, attached boo
 	}
 	if !IsPermanent(err) && (tr.sh.opts.MaxAttempts == 0 || f.attempts < tr.sh.opts.MaxAttempts) {
 		f.backoff = tr.sh.user.retryDelay(f.attempts, err)
-		return outRetry, true
+		return resRetry, true
 	}
 	if tr.sh.user.deadLetter == nil { // Discard, or a lease without a Redis for the default
 		msg := "task discarded (Options.DeadLetter is consumer.Discard)"
@@ -103,20 +103,20 @@ func (tr *term) failed(w *worker, t *task, err error) (out outcome, attached boo
 			msg = "task skipped: there is no DeadLetter, and the lease has no Redis for the default dead-letter stream"
 		}
 		tr.log.WarnContext(f.ctx, msg, "key", t.m.Key, "shard", t.shard, "position", t.pos.String(), "attempts", f.attempts, "err", err)
-		return outSkipped, true
+		return resSkipped, true
 	}
 	f.dead, f.backoff = true, 0
 	return tr.deadLetter(w, t)
 }
 
 // deadLetter gives t to DeadLetter; a failure of DeadLetter is retried.
-func (tr *term) deadLetter(w *worker, t *task) (out outcome, attached bool) {
+func (tr *term) deadLetter(w *worker, t *task) (out result, attached bool) {
 	err, attached := tr.invoke(w, t, callDeadLetter)
 	if !attached {
 		return 0, false
 	}
 	if err == errGateClosed || (err != nil && tr.ctx.Err() != nil) {
-		return outLeave, true
+		return resLeave, true
 	}
 	if err != nil {
 		tr.sh.stats.deadLetterFailures.Add(1)
@@ -125,14 +125,14 @@ func (tr *term) deadLetter(w *worker, t *task) (out outcome, attached bool) {
 		}
 		t.f.dlTries++
 		t.f.backoff = backoff.Delay(t.f.dlTries, tr.sh.opts.RetryMin, tr.sh.opts.RetryMax)
-		return outRetry, true
+		return resRetry, true
 	}
 	if n, lasted, ok := tr.sh.deadLettering.end(); ok {
 		tr.log.InfoContext(t.f.ctx, "dead letters recovered", "failures", n, "after", lasted)
 	}
 	tr.log.InfoContext(t.f.ctx, "task dead-lettered", "key", t.m.Key, "shard", t.shard, "position", t.pos.String(),
 		"attempts", t.f.attempts, "err", t.f.lastErr)
-	return outDeadLettered, true
+	return resDeadLettered, true
 }
 
 // errGateClosed says the term's drain began before the call could enter:

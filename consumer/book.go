@@ -47,23 +47,31 @@ type book struct {
 	finished            int  // tasks finished since marks last ran
 }
 
-// verdict is what an attempt leaves its task.
-type verdict uint8
+// result is how an attempt ended, and what it leaves its task: the one
+// result type of the consumer (the attempt returns it, the term counts
+// it, the book applies it).
+type result uint8
 
 const (
-	// finished: handled, dead-lettered or skipped. The id's next task may
-	// run.
-	finished verdict = iota
-	// again: failed; the task runs again at the retry time and its id waits
-	// until then. No goroutine waits with it.
-	again
-	// leave: the term is over for this task. It stays unfinished, and so do
-	// the later tasks of its id (per-id order); handBack returns them.
-	leave
-	// detached: the worker was detached while user code ran (overdue). It
-	// touches nothing of the term any more; the book is never told.
-	detached
+	// resHandled, resDeadLettered, resSkipped: finished. The id's next task
+	// may run.
+	resHandled result = iota
+	resDeadLettered
+	resSkipped
+	// resRetry: failed; the task runs again at the retry time and its id
+	// waits until then. No goroutine waits with it.
+	resRetry
+	// resLeave: the term is over for this task. It stays unfinished, and so
+	// do the later tasks of its id (per-id order); handBack returns them.
+	resLeave
+	// resDetached: the worker was detached while user code ran (overdue).
+	// It touches nothing of the term any more; the book is never told.
+	resDetached
 )
+
+// finished reports whether r finishes its task (handled, dead-lettered or
+// skipped).
+func (r result) finished() bool { return r <= resSkipped }
 
 func newBook(capacity, maxWaiting int, reread bool) *book {
 	// Sized for the tasks held whole: the tasks held light (up to
@@ -130,15 +138,15 @@ func (b *book) next() *task {
 }
 
 // settle records how the attempt of t, returned by next, ended (v, with
-// the retry time at for again). finished: t leaves its shard's list and
-// its id, whose next task is ready behind the ids already waiting. again:
-// its id is parked until at and the tasks behind it are held light, if
-// they may be; parkedFirst says at is now the earliest retry time. leave:
-// t and its id stay as they are.
-func (b *book) settle(t *task, v verdict, at time.Time) (parkedFirst bool) {
+// the retry time at for resRetry). Finished: t leaves its shard's list and
+// its id, whose next task is ready behind the ids already waiting.
+// resRetry: its id is parked until at and the tasks behind it are held
+// light, if they may be; parkedFirst says at is now the earliest retry
+// time. resLeave: t and its id stay as they are.
+func (b *book) settle(t *task, v result, at time.Time) (parkedFirst bool) {
 	q := t.q
 	switch v {
-	case finished:
+	case resHandled, resDeadLettered, resSkipped:
 		if sh := b.shards[t.shard]; sh != nil {
 			sh.remove(t)
 		}
@@ -153,7 +161,7 @@ func (b *book) settle(t *task, v verdict, at time.Time) (parkedFirst bool) {
 		} else {
 			b.ready.push(q)
 		}
-	case again:
+	case resRetry:
 		q.retryAt = at
 		b.demote(q)
 		heap.Push(&b.parked, q)

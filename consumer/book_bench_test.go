@@ -43,7 +43,7 @@ func BenchmarkBookCycle(b *testing.B) {
 		}
 		bk.take(ts, ms)
 		for t := bk.next(); t != nil; t = bk.next() {
-			bk.settle(t, finished, now)
+			bk.settle(t, resHandled, now)
 		}
 	}
 }

@@ -163,17 +163,17 @@ func (m *bookModel) settle(t *rapid.T) {
 	slices.SortFunc(run, func(a, b *task) int { return int(a.id) - int(b.id) })
 	tk := rapid.SampledFrom(run).Draw(t, "task")
 	delete(m.running, tk)
-	switch rapid.IntRange(0, 5).Draw(t, "verdict") {
+	switch rapid.IntRange(0, 5).Draw(t, "result") {
 	case 0, 1, 2:
-		m.b.settle(tk, finished, time.Time{})
+		m.b.settle(tk, resHandled, time.Time{})
 		m.done[tk]++
 	case 3, 4:
 		at := m.now.Add(time.Duration(rapid.IntRange(0, 50).Draw(t, "backoff_ms")) * time.Millisecond)
 		m.parkedAt[tk.id] = at
-		m.b.settle(tk, again, at)
+		m.b.settle(tk, resRetry, at)
 	default:
 		m.leftOnes[tk] = true
-		m.b.settle(tk, leave, time.Time{})
+		m.b.settle(tk, resLeave, time.Time{})
 	}
 }
 
@@ -259,7 +259,7 @@ func TestBookRules(t *testing.T) {
 		}
 		// The term ends: what is running is left, the rest handed back.
 		for tk := range m.running {
-			m.b.settle(tk, leave, time.Time{})
+			m.b.settle(tk, resLeave, time.Time{})
 		}
 		back := m.b.handBack()
 		var want []*task
@@ -295,7 +295,7 @@ func TestBookRules(t *testing.T) {
 		}
 		next.take(again, nil)
 		for tk := next.next(); tk != nil; tk = next.next() {
-			next.settle(tk, finished, time.Time{})
+			next.settle(tk, resHandled, time.Time{})
 		}
 		if next.byID.Len() != 0 || next.pending() != 0 || next.held != 0 {
 			t.Fatalf("after the handover: %d ids, %d pending, %d held", next.byID.Len(), next.pending(), next.held)

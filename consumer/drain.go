@@ -78,7 +78,7 @@ func (tr *term) drain(shutdown bool) {
 		// handoff, the next mapping's provisional terms wait for every
 		// index's release, and the lease begins this worker's own next
 		// term at once (Term.Release).
-		release := !tr.moved.Load() && tr.grew.Load() == 0 && tr.again.Load() == nil
+		release := !tr.moved.Load() && tr.grew.Load() == 0 && tr.reopen.Load() == nil
 		err := tr.writeMarks(release)
 		if err == nil && release {
 			tr.t.Release()

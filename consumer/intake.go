@@ -43,12 +43,12 @@ func (tr *term) intake(r transport.Reader) {
 			continue // a retry came due first
 		}
 		offers, n, ok := tr.filter(ms)
-		if !ok || !tr.submit(ms[:n], offers) {
+		if !ok || !tr.takeIn(ms[:n], offers) {
 			return
 		}
 		if tr.sh.misaligned.Load() && !tr.allShards && tr.info.Aligned && !tr.info.Log {
 			why := "a misplaced message: subscribing to every subject"
-			tr.again.CompareAndSwap(nil, &why)
+			tr.reopen.CompareAndSwap(nil, &why)
 			return
 		}
 		if n < len(ms) {
@@ -312,8 +312,8 @@ func (tr *term) misplaced(m *transport.Message) {
 	if err != nil && !errors.Is(err, checkpoint.ErrMoved) && !errors.Is(err, checkpoint.ErrWait) {
 		tr.log.WarnContext(tr.ctx, "recording the misplaced task in the checkpoints failed; the next open meets it again", "err", err)
 	}
-	again := "a misplaced task moved the checkpoints to a new epoch"
-	tr.again.Store(&again)
+	reason := "a misplaced task moved the checkpoints to a new epoch"
+	tr.reopen.Store(&reason)
 }
 
 func (tr *term) noteBadShard(m *transport.Message) {
@@ -323,10 +323,10 @@ func (tr *term) noteBadShard(m *transport.Message) {
 	}
 }
 
-// submit makes the offers of a batch (ms, read whole) tasks and gives them
+// takeIn makes the offers of a batch (ms, read whole) tasks and gives them
 // to the runner. It returns false when the term stopped taking (the
 // tasks it could not take are handed back) or intake was detached.
-func (tr *term) submit(ms []*transport.Message, offers []offer) bool {
+func (tr *term) takeIn(ms []*transport.Message, offers []offer) bool {
 	now := monoNow()
 	ts, at := tr.r.tasks(tr.tasks[:0], len(offers)), tr.at[:0]
 	for i, o := range offers {

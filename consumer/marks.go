@@ -106,7 +106,7 @@ func (tr *term) writeMarks(release bool) error {
 	}
 	if past {
 		why := "the shards read for what lay below where the log grew are done with"
-		if tr.again.CompareAndSwap(nil, &why) {
+		if tr.reopen.CompareAndSwap(nil, &why) {
 			tr.stop()
 		}
 	}

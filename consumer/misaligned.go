@@ -123,7 +123,7 @@ func (c *Consumer) noteMisaligned(cmd *redis.StringCmd) {
 	}
 	if tr.allShards != now {
 		why := "the group's misalignment changed"
-		if tr.again.CompareAndSwap(nil, &why) {
+		if tr.reopen.CompareAndSwap(nil, &why) {
 			tr.stop()
 		}
 	}

@@ -19,7 +19,7 @@ const refillBatch = 64
 // counted against the task). A position the log no longer has becomes a
 // permanent failure of its task (DeadLetter, or skipped and counted),
 // never a silent loss.
-func (tr *term) refill(t *task) (v verdict, at time.Time, ok bool) {
+func (tr *term) refill(t *task) (v result, at time.Time, ok bool) {
 	var ts []*task
 	tr.r.view(func(b *book) { ts = b.lightRun(t, refillBatch) })
 	pos := make([]transport.Position, len(ts))
@@ -36,10 +36,10 @@ func (tr *term) refill(t *task) (v verdict, at time.Time, ok bool) {
 	defer tr.rereadMu.Unlock()
 	if err != nil {
 		if tr.taking.Err() != nil {
-			return leave, time.Time{}, false
+			return resLeave, time.Time{}, false
 		}
 		wait := tr.reread.failed(tr.taking, tr.log, "reading waiting tasks again failing; retrying", err, "shard", t.shard, "position", t.pos.String())
-		return again, time.Now().Add(wait), false
+		return resRetry, time.Now().Add(wait), false
 	}
 	tr.reread.ok(tr.taking, tr.log, "fetch recovered")
 	for i, m := range ms {

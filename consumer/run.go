@@ -223,8 +223,8 @@ func (c *Consumer) serveOnce(runCtx, loop context.Context, t *partition.Term, in
 		return "the checkpoints moved to a new epoch during the term"
 	case tr.grew.Load() > 0:
 		return fmt.Sprintf("the log has %d shards now, not %d", tr.grew.Load(), len(tr.shards))
-	case tr.again.Load() != nil:
-		return *tr.again.Load()
+	case tr.reopen.Load() != nil:
+		return *tr.reopen.Load()
 	}
 	return ""
 }

@@ -23,10 +23,10 @@ import (
 // (drain) while user code it runs outlives the term: it then returns
 // touching nothing.
 type runner struct {
-	exec  func(*worker, *task) (verdict, time.Time) // term.execute
-	every int                                       // Options.CheckpointEvery
-	flush chan<- struct{}                           // the writer's: CheckpointEvery tasks finished
-	w0    *worker                                   // intake's
+	exec  func(*worker, *task) (result, time.Time) // term.execute
+	every int                                      // Options.CheckpointEvery
+	flush chan<- struct{}                          // the writer's: CheckpointEvery tasks finished
+	w0    *worker                                  // intake's
 
 	mu     sync.Mutex // guards b and what follows
 	b      *book
@@ -43,7 +43,7 @@ type runner struct {
 	wg      sync.WaitGroup // the timer goroutine and every worker not detached
 }
 
-func newRunner(b *book, w0 *worker, concurrency int, newWorker func() *worker, exec func(*worker, *task) (verdict, time.Time), every int, flush chan<- struct{}) *runner {
+func newRunner(b *book, w0 *worker, concurrency int, newWorker func() *worker, exec func(*worker, *task) (result, time.Time), every int, flush chan<- struct{}) *runner {
 	r := &runner{exec: exec, every: every, flush: flush, w0: w0, b: b, wake: make(chan struct{}, 1), done: make(chan struct{}), stopped: make(chan struct{})}
 	r.work = sync.NewCond(&r.mu)
 	r.room = sync.NewCond(&r.mu)
@@ -182,7 +182,7 @@ func (r *runner) runFrom(w *worker, t *task) bool {
 	w.ended = -1 // no reading to start the first task with: it may have waited
 	for t != nil {
 		v, at := r.exec(w, t)
-		if v == detached {
+		if v == resDetached {
 			return false
 		}
 		r.mu.Lock()
@@ -193,7 +193,7 @@ func (r *runner) runFrom(w *worker, t *task) bool {
 			}
 		}
 		r.room.Signal() // a task finished, or the ones behind a failed one went light
-		if v == finished {
+		if v.finished() {
 			if r.b.finished >= r.every {
 				select {
 				case r.flush <- struct{}{}:

@@ -44,7 +44,7 @@ func newRunnerRig(conc, capacity int) *runnerRig {
 	return g
 }
 
-func (g *runnerRig) exec(w *worker, t *task) (verdict, time.Time) {
+func (g *runnerRig) exec(w *worker, t *task) (result, time.Time) {
 	if t.m == nil { // light: read it again, as term.refill does
 		g.r.view(func(b *book) {
 			ts := b.lightRun(t, refillBatch)
@@ -75,7 +75,7 @@ func (g *runnerRig) exec(w *worker, t *task) (verdict, time.Time) {
 		w.begin(t)
 		<-block
 		if !w.end() {
-			return detached, time.Time{}
+			return resDetached, time.Time{}
 		}
 	}
 	time.Sleep(time.Millisecond) // the handler's work
@@ -85,10 +85,10 @@ func (g *runnerRig) exec(w *worker, t *task) (verdict, time.Time) {
 	if fail {
 		at := time.Now().Add(g.backoff)
 		g.parked[key] = at
-		return again, at
+		return resRetry, at
 	}
 	g.ran[t.id] = append(g.ran[t.id], key)
-	return finished, time.Time{}
+	return resHandled, time.Time{}
 }
 
 // submit gives the runner a batch: keys "id/n", one shard, positions

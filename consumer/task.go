@@ -61,40 +61,25 @@ func (tr *term) initTask(t *task, m *transport.Message, id uint64, err error, no
 	*t = task{m: m, id: id, err: err, taken: tr.sh.firstTakenAt(m.Shard, m.Position, now), shard: m.Shard, pos: m.Position}
 }
 
-// outcome is how an attempt ended.
-type outcome uint8
-
-const (
-	outHandled outcome = iota
-	outDeadLettered
-	outSkipped
-	outRetry
-	outLeave
-)
-
-// settle does the accounting of an attempt that ended while its worker
-// was not detached (counts, the acknowledgement), and returns what the
-// book is told (runner.runFrom).
-func (tr *term) settle(t *task, out outcome) verdict {
-	switch out {
-	case outRetry:
-		return again
-	case outLeave:
-		return leave
-	}
-	switch out {
-	case outHandled:
+// account does the accounting of an attempt that ended while its worker
+// was not detached (counts, the acknowledgement of a finished task); the
+// book is then told the same result (runner.runFrom).
+func (tr *term) account(t *task, r result) {
+	switch r {
+	case resHandled:
 		tr.sh.stats.handled.Add(1)
-	case outDeadLettered:
+	case resDeadLettered:
 		tr.sh.stats.deadLetters.Add(1)
-	case outSkipped:
+	case resSkipped:
 		tr.sh.stats.skipped.Add(1)
+	}
+	if !r.finished() {
+		return
 	}
 	tr.notFailing(t)
 	if t.m.Ack != nil {
 		t.m.Ack()
 	}
-	return finished
 }
 
 // abandon hands back tasks the term did not finish: queued, waiting to

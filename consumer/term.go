@@ -75,10 +75,10 @@ type term struct {
 	// allShards: an aligned source that is not a log, subscribed to every
 	// shard (the group is misaligned); set before serving.
 	allShards bool
-	// again says why the log must be opened again under the term (a
+	// reopen says why the log must be opened again under the term (a
 	// misplaced task realigned the ledger; the shards read for what lay
 	// below their cuts are done with): nil when it need not.
-	again     atomic.Pointer[string]
+	reopen    atomic.Pointer[string]
 	writeMu   sync.Mutex // one checkpoint write at a time
 	lastWrite time.Time  // the last write's start (under writeMu)
 	// redo is the term's window of tasks a former holder may have done
