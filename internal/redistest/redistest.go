@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -108,9 +109,20 @@ func start(t testing.TB, conf, args []string) *Server {
 	switch src {
 	case fromBinary:
 		s.dir = t.TempDir()
-		s.port = freePort(t)
-		s.addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port))
-		s.startProcess()
+		// A port free when chosen can be taken before the server binds it
+		// (another test's client or server; for a cluster node, its bus
+		// port, port+10000, too): choose another and start again.
+		var err error
+		for range 5 {
+			s.port = freePort(t, slices.Contains(args, "--cluster-enabled"))
+			s.addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port))
+			if err = s.tryStart(); err == nil || !strings.Contains(s.Log(), "Address already in use") {
+				break
+			}
+		}
+		if err != nil {
+			t.Fatalf("redistest: redis-server on port %d did not answer: %v; log:\n%s", s.port, err, s.Log())
+		}
 		t.Cleanup(s.Kill)
 	case fromDocker:
 		ctr, err := startContainer(args)
@@ -157,6 +169,19 @@ func (s *Server) needProcess(what string) {
 
 func (s *Server) startProcess() {
 	s.t.Helper()
+	var lastErr error
+	for range 3 {
+		if lastErr = s.tryStart(); lastErr == nil {
+			return
+		}
+	}
+	s.t.Fatalf("redistest: redis-server on port %d did not answer: %v; log:\n%s", s.port, lastErr, s.Log())
+}
+
+// tryStart starts the server process once on s.port and waits until it
+// answers; on failure it is killed and the error returned.
+func (s *Server) tryStart() error {
+	s.t.Helper()
 	args := append(append([]string{}, s.conf...),
 		"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
 		"--dir", s.dir, "--save", "", "--appendonly", "no",
@@ -165,23 +190,20 @@ func (s *Server) startProcess() {
 		// wait for more replicas to share a diskless transfer.
 		"--repl-diskless-sync-delay", "0")
 	args = append(args, s.args...)
-	var lastErr error
-	for range 3 {
-		cmd := exec.Command(binary, args...)
-		if err := cmd.Start(); err != nil {
-			s.t.Fatalf("redistest: starting %s: %v", binary, err)
-		}
-		exit := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(exit) }()
-		s.mu.Lock()
-		s.cmd, s.exit = cmd, exit
-		s.mu.Unlock()
-		if lastErr = s.waitReady(exit); lastErr == nil {
-			return
-		}
+	cmd := exec.Command(binary, args...)
+	if err := cmd.Start(); err != nil {
+		s.t.Fatalf("redistest: starting %s: %v", binary, err)
+	}
+	exit := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exit) }()
+	s.mu.Lock()
+	s.cmd, s.exit = cmd, exit
+	s.mu.Unlock()
+	err := s.waitReady(exit)
+	if err != nil {
 		s.Kill()
 	}
-	s.t.Fatalf("redistest: redis-server on port %d did not answer: %v; log:\n%s", s.port, lastErr, s.Log())
+	return err
 }
 
 func (s *Server) waitReady(exit chan struct{}) error {
@@ -322,14 +344,31 @@ func WaitFor(t testing.TB, timeout time.Duration, what string, cond func() bool)
 	}
 }
 
-func freePort(t testing.TB) int {
+// freePort returns a loopback port free now; with bus, one whose cluster
+// bus port (port+10000) is free too.
+func freePort(t testing.TB, bus bool) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("redistest: no free port: %v", err)
+	for range 100 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatalf("redistest: no free port: %v", err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		if !bus {
+			l.Close()
+			return port
+		}
+		if port+10000 <= 65535 {
+			if b, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port+10000))); err == nil {
+				b.Close()
+				l.Close()
+				return port
+			}
+		}
+		l.Close()
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	t.Fatal("redistest: no free port whose cluster bus port is free too")
+	return 0
 }
 
 // alive reports whether the server's process runs (a server from Docker or
