@@ -28,7 +28,8 @@ import (
 // streams, each key in stream redisstream.Shard(key, streams)), a handler
 // that takes handle before it acknowledges, conc messages in flight per
 // worker (nandi: consumer.Options.Concurrency; watermill-redisstream:
-// that many subscriptions of the worker, each a consumer of the group).
+// that many messages in flight: conc/streams subscribers per worker, each
+// subscribed to every stream, each a consumer of the group).
 type wmShape struct {
 	workers, streams int
 	handle           time.Duration
@@ -226,8 +227,12 @@ func baseWatermill(srv *redistest.Server, topic string, names []string, shape wm
 	g := &wmGroup{got: make([]atomic.Int64, shape.workers)}
 	var wg sync.WaitGroup
 	var subs []*wmredis.Subscriber
+	// As many messages in flight per worker as nandi's Concurrency: a
+	// subscription to each stream hands out one at a time, so a worker has
+	// conc/streams subscribers of every stream (at least one).
+	perWorker := max(shape.conc/len(names), 1)
 	for w := range shape.workers {
-		for c := range max(shape.conc, 1) {
+		for c := range perWorker {
 			sub, _ := wmredis.NewSubscriber(wmredis.SubscriberConfig{
 				Client: srv.Client(), ConsumerGroup: "bench-" + topic, Consumer: strconv.Itoa(w) + "-" + strconv.Itoa(c),
 				OldestId: "0", BlockTime: 100 * time.Millisecond, DisableIndefiniteInitialBlock: true,
