@@ -311,14 +311,13 @@ func (s *Source) backlog(ctx context.Context, stream string, from transport.Posi
 // (Redis then estimates it where it can).
 func (s *Source) setGroupID(ctx context.Context, stream string, id transport.Position) error {
 	args := []any{"XGROUP", "SETID", stream, s.opts.Group, formatID(id)}
-	read, f, err := s.entriesRead(ctx, stream, id)
-	if err != nil {
-		return err
-	}
-	if !f.missing {
+	// Without a count (Redis 6 has no entries-added; the count failed),
+	// the group still follows the watermark, its lag left to Redis's
+	// estimate, as before entries-read was set.
+	if read, f, err := s.entriesRead(ctx, stream, id); err == nil && !f.missing {
 		args = append(args, "ENTRIESREAD", read)
 	}
-	err = s.c.Do(ctx, args...).Err()
+	err := s.c.Do(ctx, args...).Err()
 	if err != nil && strings.Contains(err.Error(), "NOGROUP") {
 		args[1] = "CREATE"
 		args = append(args, "MKSTREAM")
