@@ -71,7 +71,16 @@ func (s *scaler) backlog(ctx context.Context, group string) (*Backlog, error) {
 	}
 	r.b, r.err = readBacklog(ctx, s.lease, s.logs, group)
 	r.at = time.Now()
-	if r.err != nil && !errors.Is(r.err, errNoLog) {
+	switch {
+	case errors.Is(r.err, errNoLog):
+		// A name no worker recorded a log for is not kept: any name can be
+		// asked for, and the readings of names would grow without bound.
+		s.mu.Lock()
+		if s.readings[group] == r {
+			delete(s.readings, group)
+		}
+		s.mu.Unlock()
+	case r.err != nil:
 		s.log.WarnContext(ctx, "cannot count the group's backlog", "group", group, "err", r.err)
 	}
 	return r.b, r.err

@@ -212,6 +212,9 @@ func TestScalerCountsTheBacklogOfEveryLog(t *testing.T) {
 			if _, err := keda.value(); err == nil || !strings.Contains(err.Error(), "404") {
 				t.Fatalf("a group no worker ever ran: %v; want KEDA to see an error (404), so that the ScaledObject's fallback starts one", err)
 			}
+			if n := len(s.readings); n != 0 {
+				t.Errorf("the scaler keeps %d readings of names no group has; want none (any name can be asked for)", n)
+			}
 			// A group that ran and finished everything, then stopped.
 			done := make(chan struct{})
 			close(done)
