@@ -11,6 +11,9 @@
 //     compares it (<!-- output: TestName -->), and that test names the page;
 //     a drawing in text is marked <!-- illustration -->;
 //   - every make target a page runs exists;
+//   - docs/handlers.md's pgsink speed table is the run that
+//     BenchmarkSinkFigures recorded (docs/figures/sinkfigures.txt, at a
+//     commit), figure for figure;
 //   - every exported name of every package has a doc comment.
 //
 // It has no code of its own: its tests are the checks.

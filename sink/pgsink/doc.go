@@ -20,15 +20,17 @@
 //
 // New creates the tables (nandi_done, nandi_fence, nandi_low, in
 // Options.Schema) and does nothing else; the Sink starts no goroutine. Its
-// handler runs under a consumer: each call queues its task; the first
-// handler to find no batch running leads one, a transaction that takes
-// queued tasks one at a time, each in a savepoint of its own (its claim,
-// then its effect), and commits when the queue is empty, MaxBatch tasks
-// are in, or BatchWindow has passed (group commit); it hands the lead on
-// when its own task is done. A batch whose effect or commit has run
-// longer than BatchWindow takes no more tasks, and the next waiting
-// handler leads a batch of its own: a slow effect holds only the tasks
-// before it in its batch.
+// handler runs under a consumer: each call queues its task; a handler
+// that finds no batch running leads one (group commit): a transaction
+// that takes every queued task (up to MaxBatch), claims them all in the
+// round trip that begins it, runs their effects one after another, each
+// in a savepoint of its own (sent with the effect's first statement, so
+// a task costs no round trip of its own), and commits. As its commit
+// goes to disk, the next waiting handler leads the next batch. Batches
+// run effects one at a time, since two running at once wait on each
+// other's rows; a batch whose claim or effect has run longer than
+// BatchWindow no longer holds the next one back, so a slow effect holds
+// only the tasks of its batch.
 //
 // # Guarantees
 //
@@ -46,18 +48,23 @@
 //     the one that last claimed the key applies nothing (Stats.Fenced); the
 //     row stays locked until its transaction ends, so a newer term's claim
 //     waits for a late commit and then finds the task done.
-//   - Failure is the task's own: an error from its effect (or from its
-//     record: a key PostgreSQL cannot index) rolls back to its savepoint
-//     and goes to the consumer's failure policy (Stats.Failed); no other
-//     task's effect runs again. An effect that returns nil after one of
-//     its statements failed (the transaction is then aborted) fails the
-//     same way, with an error that says so. A task that a deadlock rolls
-//     back runs again, alone of its batch, after the batch commits
-//     (Stats.Conflicts). A batch refused at COMMIT (a deferred constraint
-//     or trigger) runs again one task per transaction (Stats.Isolated),
-//     so that only the task that caused it fails. An error of the
-//     transaction itself (a lost connection, BatchTimeout) fails its
-//     tasks, which the consumer retries (Stats.BatchErrors).
+//   - Failure is the task's own: an error from its effect (or a panic)
+//     rolls back its savepoint and its record and goes to the consumer's
+//     failure policy (Stats.Failed); no other task's effect runs again. An
+//     effect that returns nil after one of its statements failed (the
+//     transaction is then aborted) fails the same way, with an error that
+//     says so. A task that a deadlock rolls back runs again in a later
+//     batch (Stats.Conflicts). A batch whose claim fails for one task's
+//     sake (a key PostgreSQL cannot store) claims each task in a
+//     transaction of its own, and only that task fails. A batch refused at
+//     COMMIT (a deferred constraint or trigger) runs again one task per
+//     transaction (Stats.Isolated), so that only the task that caused it
+//     fails. An error of the transaction itself (a lost connection,
+//     BatchTimeout) fails its tasks, which the consumer retries
+//     (Stats.BatchErrors).
+//   - The transaction an effect is given is the batch's: its Commit and
+//     Rollback return ErrEffectEndsTx. Return an error to roll the task
+//     back.
 //   - The handler returns nil once the task's transaction has committed,
 //     or the task was refused: that commit is the effect's boundary.
 //

@@ -29,11 +29,12 @@ type Options struct {
 	// in a savepoint of its own, and PostgreSQL caches 64 subtransactions
 	// per transaction (past that, every snapshot on the server slows).
 	MaxBatch int
-	// BatchWindow is how long a batch takes more tasks (default 10ms):
-	// a batch open longer commits what it has, and a task that waits
-	// while a batch's effect (or its commit) has run longer starts a batch
-	// of its own. A slow effect holds only the tasks before it in its
-	// batch, never the sink.
+	// BatchWindow is how long one batch's claim or effect may run before
+	// the tasks queued behind it start a batch of their own (default
+	// 10ms). Batches run their effects one at a time (two at once wait on
+	// each other's rows and deadlock), so a slow effect holds only the
+	// tasks of its batch, never the sink, and this is how long it holds
+	// the next batch back.
 	BatchWindow time.Duration
 	// BatchTimeout bounds one transaction (default 10s); a batch that
 	// takes longer fails, and each of its tasks with it (retried).
@@ -85,8 +86,9 @@ type Sink struct {
 
 	mu       sync.Mutex
 	pending  []*request // tasks no batch has taken, in arrival order
-	leaders  []*batch   // the batches that take tasks now
-	parallel int        // at most this many (two: a second backend's core, and tasks go on while a batch's effect is slow)
+	running  *batch     // the batch running claims and effects (nil: none)
+	active   int        // batches running or committing, but for those that ran past BatchWindow
+	parallel int        // at most this many active (two: one runs effects while the one before commits)
 
 	forgetMu   sync.Mutex
 	lastForget time.Time
