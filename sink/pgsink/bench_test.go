@@ -256,7 +256,11 @@ func recordFigures(b *testing.B, table string) {
 	if err != nil {
 		b.Fatalf("git describe: %v", err)
 	}
-	head := fmt.Sprintf("# BenchmarkSinkFigures at %s\n# cd sink/pgsink && go test -run '^$' -bench SinkFigures -benchtime 1x . -record\n", strings.TrimSpace(string(rev)))
+	env := ""
+	if os.Getenv("PGSINK_WAITS") != "" {
+		env = "PGSINK_WAITS=1 "
+	}
+	head := fmt.Sprintf("# BenchmarkSinkFigures at %s\n# cd sink/pgsink && %sgo test -run '^$' -bench SinkFigures -benchtime 1x . -record\n", strings.TrimSpace(string(rev)), env)
 	if err := os.WriteFile(figuresFile, []byte(head+table), 0o644); err != nil {
 		b.Fatal(err)
 	}
@@ -313,7 +317,7 @@ func waitShares(counts map[string]int) string {
 	}
 	var shares []share
 	for what, n := range counts {
-		if what != "idle" {
+		if what != "idle" && 100*n >= total { // 1% and more
 			shares = append(shares, share{what, n})
 		}
 	}
