@@ -46,7 +46,8 @@ func TestSinkFiguresAreARecordedRun(t *testing.T) {
 	if i < 0 {
 		t.Fatal("docs/handlers.md has no pgsink speed table")
 	}
-	intro := page[strings.LastIndex(page[:i], "\n\n"):i]
+	before := strings.TrimRight(page[:i], "\n")
+	intro := before[strings.LastIndex(before, "\n\n"):]
 	for _, want := range []string{rev, strings.Join(head[:3], "-"), head[len(head)-1]} {
 		if !strings.Contains(strings.ReplaceAll(intro, ",", ""), want) {
 			t.Errorf("the table's introduction does not say %q (the recorded run's commit, date and plain commit's cost):%s", want, intro)
