@@ -24,10 +24,10 @@ type firstTaken struct {
 
 // keepAges records, at the end of the term, when its unfinished tasks were
 // first taken.
-func (tr *term) keepAges() {
-	m := &firstTaken{at: map[place]mono{}, top: make([]transport.Position, len(tr.shards)), any: make([]bool, len(tr.shards))}
-	tr.r.view(func(*book) {
-		for s, sh := range tr.shards {
+func (rec *recorder) keepAges() {
+	m := &firstTaken{at: map[place]mono{}, top: make([]transport.Position, len(rec.shards)), any: make([]bool, len(rec.shards))}
+	rec.r.view(func(*book) {
+		for s, sh := range rec.shards {
 			if sh == nil {
 				continue // not read: the term owns nothing there
 			}
@@ -37,7 +37,7 @@ func (tr *term) keepAges() {
 			}
 		}
 	})
-	tr.sh.firsts.Store(m)
+	rec.sh.firsts.Store(m)
 }
 
 // firstTakenAt is when the task at shard s, position p was first taken by

@@ -206,7 +206,7 @@ func (tr *term) invoke(w *worker, t *task, what userCall) (err error, attached b
 	tr.gate.Leave()
 	if !w.end() {
 		if err == nil && what != callOnError {
-			tr.rememberLate(shard, pos) // done after its term: not again by this worker
+			tr.rec.late(shard, pos) // done after its term: not again by this worker
 		}
 		tr.lateReturn(t.m.Key, err)
 		return nil, false

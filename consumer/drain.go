@@ -25,7 +25,9 @@ func (tr *term) drain(shutdown bool) {
 		// Now, while the term is held, not only after the wait: a handler
 		// that runs to the deadline would otherwise delay the write until
 		// the next holder has opened the ledger without it.
-		_ = tr.writeMarks(false)
+		if pastCuts, _ := tr.rec.write(false); pastCuts {
+			tr.reopenPastCuts()
+		}
 	}
 	waitCtx, grace := tr.ctx, overdueGrace
 	if shutdown {
@@ -79,16 +81,19 @@ func (tr *term) drain(shutdown bool) {
 		// index's release, and the lease begins this worker's own next
 		// term at once (Term.Release).
 		release := !tr.moved.Load() && tr.grew.Load() == 0 && tr.reopen.Load() == nil
-		err := tr.writeMarks(release)
+		pastCuts, err := tr.rec.write(release)
+		if pastCuts {
+			tr.reopenPastCuts()
+		}
 		if err == nil && release {
 			tr.t.Release()
 		}
 		if err != nil && !errors.Is(err, checkpoint.ErrLate) {
-			tr.rememberUnwritten() // not again by this worker, whatever the ledger says
+			tr.rec.unwritten() // not again by this worker, whatever the ledger says
 		}
-		tr.keepAges()
+		tr.rec.keepAges()
 	}
-	tr.reportRedo()
+	tr.rec.reportRedo()
 	tr.sh.drains.Observe(time.Since(start))
 	tr.log.InfoContext(tr.ctx, "drained", "took", time.Since(start))
 }

@@ -140,6 +140,7 @@ func (tr *term) openOnce() (transport.Reader, error) {
 		tr.sh.stats.fencedHandoffs.Add(1)
 	}
 	tr.setShards(shards)
+	tr.rec.opened(st, shards, tr.redo)
 	return r, nil
 }
 

@@ -109,29 +109,29 @@ func (f *unwritten) prune(from []transport.Position, gone []int) {
 	f.n.Store(int64(len(f.entries)))
 }
 
-// rememberUnwritten keeps the term's marks, which its last write could
-// not record: a later term of this worker skips what they say is done.
-func (tr *term) rememberUnwritten() {
-	if tr.st == nil {
+// unwritten keeps the term's marks, which its last write could not
+// record: a later term of this worker skips what they say is done.
+func (rec *recorder) unwritten() {
+	if rec.st == nil {
 		return
 	}
-	from := tr.st.From(tr.a.Index)
+	from := rec.st.From(rec.a.Index)
 	var es []doneEntry
-	tr.r.view(func(*book) {
-		for s, sh := range tr.shards {
+	rec.r.view(func(*book) {
+		for s, sh := range rec.shards {
 			if sh != nil && s < len(from) {
-				es = append(es, doneEntry{a: tr.a, s: s, from: from[s], m: sh.mark()})
+				es = append(es, doneEntry{a: rec.a, s: s, from: from[s], m: sh.mark()})
 			}
 		}
 	})
-	tr.sh.finished.add(es...)
+	rec.sh.finished.add(es...)
 }
 
-// rememberLate keeps the task at p of shard s, which an overdue handler
-// (or DeadLetter) finished after its term.
-func (tr *term) rememberLate(s int, p transport.Position) {
-	if tr.info.Log {
-		tr.sh.finished.add(doneEntry{a: tr.a, s: s, m: checkpoint.Mark{Low: p}, exact: true})
+// late keeps the task at p of shard s, which an overdue handler (or
+// DeadLetter) finished after its term.
+func (rec *recorder) late(s int, p transport.Position) {
+	if rec.st != nil {
+		rec.sh.finished.add(doneEntry{a: rec.a, s: s, m: checkpoint.Mark{Low: p}, exact: true})
 	}
 }
 
@@ -193,9 +193,9 @@ func (r *redo) at(s int, p transport.Position, id uint64) bool {
 	return true
 }
 
-// report logs the term's line of tasks redone, if any.
-func (tr *term) reportRedo() {
-	r := tr.redo
+// reportRedo logs the term's line of tasks redone, if any.
+func (rec *recorder) reportRedo() {
+	r := rec.redo
 	if r == nil {
 		return
 	}
@@ -209,7 +209,7 @@ func (tr *term) reportRedo() {
 		ranges = append(ranges, shardPos(s, p)+".."+r.last[s].String())
 	}
 	slices.Sort(ranges)
-	tr.log.WarnContext(tr.ctx, "tasks a former holder may have done were taken again: each may have run twice",
+	rec.log.WarnContext(rec.ctx, "tasks a former holder may have done were taken again: each may have run twice",
 		"why", r.why, "count", r.n, "ranges", ranges, "positions", r.positions)
 }
 

@@ -210,7 +210,7 @@ func (c *Consumer) serveOnce(runCtx, loop context.Context, t *partition.Term, in
 	// from going on without it.
 	go tr.intake(reader)
 	if info.Log {
-		tr.wg.Go(tr.writer)
+		tr.wg.Go(tr.record)
 		tr.wg.Go(tr.watchShards)
 	}
 	select {

@@ -66,8 +66,8 @@ type term struct {
 	// runner's lock).
 	st     *checkpoint.State // logs only
 	shards []*shardTrack
-	flush  chan struct{} // capacity 1: CheckpointEvery tasks finished
-	moved  atomic.Bool   // a checkpoint write met a new epoch: open again
+	rec    *recorder   // the term's recording: marks, trims, the handoff's readiness
+	moved  atomic.Bool // a checkpoint write met a new epoch: open again
 	// fencedEpoch: the epoch opened knows who serves it, so the fenced
 	// handoff may leave it (checkpoint.Epoch.Fenced)
 	fencedEpoch atomic.Bool
@@ -78,9 +78,7 @@ type term struct {
 	// reopen says why the log must be opened again under the term (a
 	// misplaced task realigned the ledger; the shards read for what lay
 	// below their cuts are done with): nil when it need not.
-	reopen    atomic.Pointer[string]
-	writeMu   sync.Mutex // one checkpoint write at a time
-	lastWrite time.Time  // the last write's start (under writeMu)
+	reopen atomic.Pointer[string]
 	// redo is the term's window of tasks a former holder may have done
 	// (repeats.go); nil: none. Set when the term opens.
 	redo *redo
@@ -94,7 +92,6 @@ func newTerm(sh *shared, runCtx, loop context.Context, t *partition.Term, info t
 	tr := &term{
 		sh: sh, t: t, a: a, info: info,
 		log:        sh.log.With("index", a.Index, "replicas", a.Replicas, "token", a.Token),
-		flush:      make(chan struct{}, 1),
 		done:       make(chan struct{}),
 		intakeDone: make(chan struct{}),
 	}
@@ -105,7 +102,9 @@ func newTerm(sh *shared, runCtx, loop context.Context, t *partition.Term, info t
 	_, reread := sh.src.(transport.Rereader)
 	b := newBook(sh.opts.MaxPending, sh.opts.MaxWaiting, reread && info.Log)
 	newW := func() *worker { return newWorker(tr.ctx) }
-	tr.r = newRunner(b, newW(), sh.opts.Concurrency, newW, tr.execute, sh.opts.CheckpointEvery, tr.flush)
+	tr.rec = newRecorder(sh, a, tr.ctx, tr.log)
+	tr.r = newRunner(b, newW(), sh.opts.Concurrency, newW, tr.execute, sh.opts.CheckpointEvery, tr.rec.flush)
+	tr.rec.r = tr.r
 	tr.limiter = groupShare(sh.opts.GroupRate, sh.opts.GroupBurst, a.Replicas)
 	tr.base = time.Now()
 	tr.setPause()
