@@ -42,17 +42,13 @@ func (tr *term) intake(r transport.Reader) {
 		if len(ms) == 0 {
 			continue // a retry came due first
 		}
-		offers, n, ok := tr.filter(ms)
-		if !ok || !tr.takeIn(ms[:n], offers) {
+		offers, kept, ok := tr.filter(ms)
+		if !ok || !tr.takeIn(kept, offers) {
 			return
 		}
 		if tr.sh.misaligned.Load() && !tr.allShards && tr.info.Aligned && !tr.info.Log {
 			why := "a misplaced message: subscribing to every subject"
 			tr.reopen.CompareAndSwap(nil, &why)
-			return
-		}
-		if n < len(ms) {
-			tr.misplaced(ms[n])
 			return
 		}
 	}
@@ -142,14 +138,17 @@ func (tr *term) fetched(err error) bool {
 // counted and acknowledged (for sources that want that) and left out;
 // every other becomes an offer. Options.ID is user code: called inside
 // the gate, as intake's attempt, so that one that never returns is
-// detached like a handler. On an aligned log it stops at the first
-// message in a shard its id does not belong to (checkpoint.Epoch.Placed):
-// n is how many messages it took, the rest are not the term's to read. It
-// returns ok false when intake was detached or the term is draining.
-func (tr *term) filter(ms []*transport.Message) (offers []offer, n int, ok bool) {
+// detached like a handler. On an aligned log, a message in a shard its id
+// does not belong to (checkpoint.Epoch.Placed) stops that shard's reading
+// before it (block): it and the shard's later messages are left out of
+// kept, the messages reading passes, and are read again once the term
+// opens the log again. kept are the batch's other messages, in order
+// (offers index them). It returns ok false when intake was detached or
+// the term is draining.
+func (tr *term) filter(ms []*transport.Message) (offers []offer, kept []*transport.Message, ok bool) {
 	userID := tr.sh.opts.ID != nil
 	if userID && !tr.enterIntake() {
-		return nil, 0, false
+		return nil, nil, false
 	}
 	offers = tr.offers[:0]
 	var notOwned, doneBefore int64
@@ -157,15 +156,18 @@ func (tr *term) filter(ms []*transport.Message) (offers []offer, n int, ok bool)
 	if tr.st != nil {
 		cur = tr.st.Current
 	}
-	n = len(ms)
-	for i, m := range ms {
+	kept = ms[:0] // in place: a message is kept at or before its index
+	for _, m := range ms {
 		if m.Shard < 0 || m.Shard >= len(tr.shards) || tr.shards[m.Shard] == nil {
 			tr.noteBadShard(m)
 			continue
 		}
+		if tr.blocked != nil && tr.blocked[m.Shard] {
+			continue
+		}
 		id, err := tr.sh.user.id(m)
 		if userID && tr.r.w0.detached() {
-			return nil, 0, tr.detachedReturn()
+			return nil, nil, tr.detachedReturn()
 		}
 		if err != nil && tr.info.Aligned {
 			// No id to place it by: it belongs to the index that reads its
@@ -175,13 +177,15 @@ func (tr *term) filter(ms []*transport.Message) (offers []offer, n int, ok bool)
 		}
 		if cur != nil && err == nil {
 			if placed, _ := cur.Placed(m.Shard, m.Position, id); !placed {
-				n = i
-				break
+				tr.block(m)
+				continue
 			}
 		}
 		if cur == nil && err == nil && tr.info.Aligned && !tr.info.Log {
 			tr.placedLossy(m, id)
 		}
+		kept = append(kept, m)
+		i := len(kept) - 1
 		if !tr.a.Owns(id) {
 			notOwned++
 			if m.Ack != nil {
@@ -199,11 +203,11 @@ func (tr *term) filter(ms []*transport.Message) (offers []offer, n int, ok bool)
 		offers = append(offers, offer{m: m, id: id, err: err, i: i})
 	}
 	if userID && !tr.leaveIntake() {
-		return nil, 0, false
+		return nil, nil, false
 	}
 	if tr.st != nil {
 		if !tr.prepare(offers) {
-			return nil, 0, false
+			return nil, nil, false
 		}
 		kept := offers[:0]
 		for _, o := range offers {
@@ -229,10 +233,30 @@ func (tr *term) filter(ms []*transport.Message) (offers []offer, n int, ok bool)
 	}
 	tr.sh.stats.notOwned.Add(notOwned)
 	tr.sh.stats.doneBefore.Add(doneBefore)
-	tr.sh.stats.read.Add(int64(n))
+	tr.sh.stats.read.Add(int64(len(kept)))
 	tr.sh.stats.owned.Add(int64(len(offers)) + doneBefore)
 	tr.offers = offers
-	return offers, n, true
+	return offers, kept, true
+}
+
+// block stops reading shard m.Shard before m, a message in a shard its id
+// does not belong to, for the rest of the term; the first such message
+// has the ledger realigned (misplaced), on a goroutine of its own, which
+// then ends the term's taking so that the log is opened again. Meanwhile
+// the term reads its other shards on: a realign may wait for the group's
+// low watermarks to move (the history's bound), and this holder's own
+// marks can be what holds them (before, it stopped reading altogether,
+// and the realign waited for it for as long as the term lasted).
+func (tr *term) block(m *transport.Message) {
+	if tr.blocked == nil {
+		tr.blocked = make([]bool, len(tr.shards))
+	}
+	tr.blocked[m.Shard] = true
+	if !tr.realigning {
+		tr.realigning = true
+		found := *m // the batch's message may be the reader's to reuse
+		tr.wg.Go(func() { tr.misplaced(&found) })
+	}
 }
 
 // prepare reads what the skip rule needs of older epochs for the offers

@@ -56,6 +56,8 @@ type term struct {
 	fetch      ioBackoff  // intake's fetches (the goroutine that fetches owns it)
 	reread     ioBackoff  // reading waiting tasks again (under rereadMu)
 	rereadMu   sync.Mutex // guards reread
+	blocked    []bool     // intake's: per shard, reading stopped before a misplaced message (nil: none)
+	realigning bool       // intake's: a misplaced message's realign has begun
 	offers     []offer    // intake's scratch: the owned messages of a batch
 	tasks      []*task    // intake's scratch: their tasks
 	at         []int      // intake's scratch: their indexes in the batch
