@@ -9,6 +9,12 @@ import (
 	"github.com/nandi-go/nandi/transport"
 )
 
+// newRunner returns the runner of b's tasks: with workers 0, intake's
+// goroutine (w0) is the one worker; otherwise that many goroutines.
+// Concurrency 1 runs inline: a pool of one pays a goroutine hand-off per
+// task (BenchmarkOneWorkerDriving: 2-3 times the inline cost per task on
+// this machine kind).
+
 // runner runs a term's tasks: intake gives it the owned messages of each
 // batch as tasks (submit), its book (book.go) decides which may run, and
 // workers run them (execute) and tell the book how each ended. With
@@ -43,16 +49,16 @@ type runner struct {
 	wg      sync.WaitGroup // the timer goroutine and every worker not detached
 }
 
-func newRunner(b *book, w0 *worker, concurrency int, newWorker func() *worker, exec func(*worker, *task) (result, time.Time), every int, flush chan<- struct{}) *runner {
+func newRunner(b *book, w0 *worker, workers int, newWorker func() *worker, exec func(*worker, *task) (result, time.Time), every int, flush chan<- struct{}) *runner {
 	r := &runner{exec: exec, every: every, flush: flush, w0: w0, b: b, wake: make(chan struct{}, 1), done: make(chan struct{}), stopped: make(chan struct{})}
 	r.work = sync.NewCond(&r.mu)
 	r.room = sync.NewCond(&r.mu)
-	if concurrency == 1 {
+	if workers == 0 { // intake's goroutine is the one worker
 		return r
 	}
-	r.wg.Add(1 + concurrency)
+	r.wg.Add(1 + workers)
 	go r.timers()
-	for range concurrency {
+	for range workers {
 		w := newWorker()
 		r.workers = append(r.workers, w)
 		go r.loop(w)

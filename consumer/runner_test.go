@@ -3,6 +3,7 @@ package consumer
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -40,7 +41,11 @@ func newRunnerRig(conc, capacity int) *runnerRig {
 	// them again): they leave the room to the other ids.
 	b := newBook(capacity, 1000, true)
 	b.open([]*shardTrack{{}}, true)
-	g.r = newRunner(b, newWorker(context.Background()), conc, func() *worker { return newWorker(context.Background()) }, g.exec, 1_000_000, make(chan struct{}, 1))
+	workers := conc
+	if conc == 1 {
+		workers = 0 // inline, as a term at Concurrency 1
+	}
+	g.r = newRunner(b, newWorker(context.Background()), workers, func() *worker { return newWorker(context.Background()) }, g.exec, 1_000_000, make(chan struct{}, 1))
 	return g
 }
 
@@ -273,4 +278,55 @@ func keys(ts []*task) []string {
 		out = append(out, t.m.Key)
 	}
 	return out
+}
+
+// BenchmarkOneWorkerDriving runs tasks that do nothing through a runner
+// of one worker, driven two ways: by intake's own goroutine (inline, how
+// Concurrency 1 runs) and by a pool of one worker goroutine that intake
+// feeds (how every other Concurrency runs). The difference is the
+// hand-off per task, which is why Concurrency 1 stays inline (issue 52).
+//
+//	go test -run '^$' -bench OneWorkerDriving ./consumer/
+func BenchmarkOneWorkerDriving(b *testing.B) {
+	for _, c := range []struct {
+		name    string
+		workers int
+	}{{"inline", 0}, {"pool of one", 1}} {
+		b.Run(c.name, func(b *testing.B) {
+			bk := newBook(512, 1000, false)
+			bk.open([]*shardTrack{{}}, true)
+			var ran atomic.Int64
+			exec := func(*worker, *task) (result, time.Time) {
+				ran.Add(1)
+				return resHandled, time.Time{}
+			}
+			newW := func() *worker { return newWorker(context.Background()) }
+			r := newRunner(bk, newW(), c.workers, newW, exec, 1<<30, make(chan struct{}, 1))
+			const batch = 512
+			ms := make([]*transport.Message, batch)
+			at := make([]int, batch)
+			var pos uint64
+			b.ResetTimer()
+			for sent := 0; sent < b.N; sent += batch {
+				ts := r.tasks(nil, batch)
+				slab := make([]transport.Message, batch) // the pool may still run the last batch's
+				for i := range batch {
+					slab[i] = transport.Message{Position: transport.Offset(pos)}
+					ms[i], at[i] = &slab[i], i
+					*ts[i] = task{m: ms[i], id: pos, pos: ms[i].Position}
+					pos++
+				}
+				if ok, back := r.submit(ms, ts, at); !ok || len(back) > 0 {
+					b.Fatalf("submit: ok %v, %d handed back", ok, len(back))
+				}
+			}
+			for ran.Load() < int64(pos) {
+				runtime.Gosched()
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(pos), "ns/task")
+			r.close()
+			r.join()
+		})
+	}
 }

@@ -105,7 +105,11 @@ func newTerm(sh *shared, runCtx, loop context.Context, t *partition.Term, info t
 	b := newBook(sh.opts.MaxPending, sh.opts.MaxWaiting, reread && info.Log)
 	newW := func() *worker { return newWorker(tr.ctx) }
 	tr.rec = newRecorder(sh, a, tr.ctx, tr.log)
-	tr.r = newRunner(b, newW(), sh.opts.Concurrency, newW, tr.execute, sh.opts.CheckpointEvery, tr.rec.flush)
+	workers := sh.opts.Concurrency
+	if workers == 1 {
+		workers = 0 // intake's goroutine runs the tasks: no hand-off per task
+	}
+	tr.r = newRunner(b, newW(), workers, newW, tr.execute, sh.opts.CheckpointEvery, tr.rec.flush)
 	tr.rec.r = tr.r
 	tr.limiter = groupShare(sh.opts.GroupRate, sh.opts.GroupBurst, a.Replicas)
 	tr.base = time.Now()
