@@ -24,7 +24,7 @@ type offer struct {
 // through the ownership filter (filter) and into the task book (submit),
 // whose runner runs them. It reads only while work may start
 // (not within MinTaskTime of a deadline the renewal has not moved yet).
-// Marks are written by the term's writer (marks.go), never waited for
+// Marks are written by the term's recorder (recorder.go), never waited for
 // here. It runs on its own goroutine, which the drain detaches if user
 // code it runs (Options.ID, or a task at Concurrency 1) outlives the term;
 // it then returns touching nothing.

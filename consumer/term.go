@@ -17,8 +17,8 @@ import (
 // term is the engine of one term of the lease: from the moment the lease
 // issues it to the end of its drain, it opens the log (open.go), takes
 // messages (intake.go) into its task book (book.go), whose tasks its
-// runner (runner.go) runs (attempt.go), writes the book's marks (marks.go)
-// and drains (drain.go). It sees what outlives it only through shared.
+// runner (runner.go) runs (attempt.go), has its recorder write the
+// book's marks (recorder.go) and drains (drain.go). It sees what outlives it only through shared.
 // Everything a term starts is joined or detached by the end of serve.
 type term struct {
 	sh   *shared // the consumer's: configuration, user code, counters
