@@ -25,7 +25,7 @@
 // that takes every queued task (up to MaxBatch), claims them all in the
 // round trip that begins it, runs their effects one after another, each
 // in a savepoint of its own (sent with the effect's first statement, so
-// a task costs no round trip of its own), and commits. As its commit
+// the savepoint costs no round trip of its own), and commits. As its commit
 // goes to disk, the next waiting handler leads the next batch. Batches
 // run effects one at a time, since two running at once wait on each
 // other's rows; a batch whose claim or effect has run longer than
