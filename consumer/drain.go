@@ -71,6 +71,10 @@ func (tr *term) drain(shutdown bool) {
 	if !intakeDetached {
 		<-tr.intakeDone
 	}
+	// A misplaced message's realign ends with taking (its waits and calls
+	// are bounded by it), which intake returning on its own has not ended.
+	tr.stop()
+	tr.realign.Wait()
 	// What never finished (a detached worker's task among it) stays in the
 	// book's lists: the last marks say it is not done.
 	tr.abandon(tr.r.join())

@@ -255,7 +255,7 @@ func (tr *term) block(m *transport.Message) {
 	if !tr.realigning {
 		tr.realigning = true
 		found := *m // the batch's message may be the reader's to reuse
-		tr.wg.Go(func() { tr.misplaced(&found) })
+		tr.realign.Go(func() { tr.misplaced(&found) })
 	}
 }
 

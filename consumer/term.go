@@ -58,9 +58,13 @@ type term struct {
 	rereadMu   sync.Mutex // guards reread
 	blocked    []bool     // intake's: per shard, reading stopped before a misplaced message (nil: none)
 	realigning bool       // intake's: a misplaced message's realign has begun
-	offers     []offer    // intake's scratch: the owned messages of a batch
-	tasks      []*task    // intake's scratch: their tasks
-	at         []int      // intake's scratch: their indexes in the batch
+	// realign is that realign's goroutine (intake.go block): the drain
+	// waits for it before the term's last write, so that the reopen it
+	// sets decides whether that write releases the index.
+	realign sync.WaitGroup
+	offers  []offer // intake's scratch: the owned messages of a batch
+	tasks   []*task // intake's scratch: their tasks
+	at      []int   // intake's scratch: their indexes in the batch
 
 	// st, info and shards are set when the term opens, before intake
 	// starts, and not changed after. shards[s] is nil where the term reads
