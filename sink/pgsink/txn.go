@@ -45,7 +45,8 @@ func (t *txn) run(tasks []*request) {
 		t.claimFailed(tasks, err)
 		return
 	}
-	for i, r := range tasks {
+	var effects []*request
+	for i, r := range tasks { // the refused are answered at once
 		switch outs[i] {
 		case fenced:
 			s.stats.fenced.Add(1)
@@ -54,16 +55,15 @@ func (t *txn) run(tasks []*request) {
 			s.stats.alreadyDone.Add(1)
 			r.done <- nil
 		case applied:
-			if err := t.effect(r); err != nil {
-				// it and the tasks not run yet fail with the transaction
-				for j := i; j < len(tasks); j++ {
-					if outs[j] == applied {
-						t.applied = append(t.applied, tasks[j])
-					}
-				}
-				t.lost(err)
-				return
-			}
+			effects = append(effects, r)
+		}
+	}
+	for i, r := range effects {
+		if err := t.effect(r); err != nil {
+			// it and the tasks not run yet fail with the transaction
+			t.applied = append(t.applied, effects[i:]...)
+			t.lost(err)
+			return
 		}
 	}
 	s.effectsDone(t.b)
