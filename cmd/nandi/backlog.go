@@ -108,7 +108,7 @@ func (l *logs) source(group string, lg checkpoint.Log) (transport.Counter, error
 		if lg.Shards > 1 || (lg.Aligned && len(lg.Subjects) == 1) {
 			prefix, ok := strings.CutSuffix(lg.Subjects[0], ".0")
 			if !ok {
-				return nil, fmt.Errorf("the recorded subjects of %s (%v) are not PREFIX.0, PREFIX.1, ...", group, lg.Subjects)
+				return nil, fmt.Errorf("the recorded subjects of %s (%v) are not PREFIX.0, PREFIX.1 and so on", group, lg.Subjects)
 			}
 			opts = natsjs.Options{Shards: len(lg.Subjects), SubjectPrefix: prefix}
 		}

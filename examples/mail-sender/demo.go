@@ -335,15 +335,12 @@ func (f *fleet) sent() int64 {
 func (f *fleet) observe(step time.Duration, start time.Time, draw bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	r := 0
+	var r int
 	var lines []string
 	for _, w := range f.ws {
 		st := w.state()
 		if st == "standing down" {
 			f.standDown += step
-		}
-		if a, ok := w.lease.Current(); ok {
-			r = a.Replicas
 		}
 		line := fmt.Sprintf("worker %-2d %-16s %5d sent", w.id, st, w.sent.Load())
 		lines = append(lines, line)
