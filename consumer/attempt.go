@@ -1,138 +1,161 @@
 package consumer
 
 import (
+	"context"
 	"errors"
 	"log/slog"
+	"sync"
 	"time"
 
-	"github.com/nandi-go/nandi/internal/backoff"
+	"github.com/nandi-go/nandi/drain"
 	"github.com/nandi-go/nandi/transport"
+	"golang.org/x/time/rate"
 )
 
+// attempts is the running of a term's tasks, one attempt at a time per
+// worker: whether it may start (the term's start window, the group's
+// rate), a light task's refill, the calls into user code inside the drain
+// gate, and what the failure policy decides about a failed attempt. It
+// returns each attempt's result to the runner, which has the book apply
+// it; it schedules nothing itself. The term's drain closes its gate and
+// counts its overdue calls (overdue.go).
+type attempts struct {
+	sh     *shared
+	info   transport.Info
+	log    *slog.Logger
+	ctx    context.Context // the handlers': ends when the lease runs out
+	taking context.Context // ends when the term stops taking
+	win    *startWindow
+	policy failurePolicy
+
+	gate    drain.Gate    // the calls into user code running: the drain waits for them
+	limiter *rate.Limiter // this worker's share of Options.GroupRate (nil: no limit)
+	late    lateReturns   // the overdue calls' returns, logged as one line
+
+	// refills (refill.go)
+	book     func(func(*book))                       // the runner's book, under its lock
+	reread   ioBackoff                               // reading waiting tasks again (under rereadMu)
+	rereadMu sync.Mutex                              // guards reread
+	doneLate func(shard int, pos transport.Position) // a task done after its term (recorder.late)
+}
+
 // execute runs one attempt of t on worker w (one of the runner's, or
-// intake with Concurrency 1) and returns what the book is told.
-func (tr *term) execute(w *worker, t *task) (result, time.Time) {
+// intake with Concurrency 1) and returns what the book is told: the
+// result, and for a retry the wait before it is due.
+func (a *attempts) execute(w *worker, t *task) (result, time.Duration) {
 	// No attempt starts once the term stops taking, nor close to its
 	// deadline before a renewal: a task queued under a term that has ended
 	// is left for the next holder (it is not done, so no checkpoint passes
 	// it).
-	started := w.clock(tr.base) // also the handler's start
-	if !tr.mayStartAt(started) {
-		if !tr.mayStart() {
-			return resLeave, time.Time{}
+	started := w.clock(a.win.base) // also the handler's start
+	if !a.win.mayStartAt(started) {
+		if !a.win.mayStart() {
+			return resLeave, 0
 		}
-		started = time.Since(tr.base)
+		started = a.win.since()
 	}
 	if t.m == nil { // held light behind its id's failing first task
-		if v, at, ok := tr.refill(t); !ok {
-			return v, at
+		if v, wait, ok := a.refill(t); !ok {
+			return v, wait
 		}
-		started = time.Since(tr.base)
+		started = a.win.since()
 	}
-	if t.err == nil && (t.f == nil || !t.f.dead) && tr.limiter != nil { // the group's rate
-		if !tr.admit() {
-			return resLeave, time.Time{}
+	if t.err == nil && (t.f == nil || !t.f.dead) && a.limiter != nil { // the group's rate
+		if !a.admit() {
+			return resLeave, 0
 		}
-		started = time.Since(tr.base)
+		started = a.win.since()
 	}
 	w.started = started
-	out, attached := tr.attempt(w, t)
+	out, wait, attached := a.attempt(w, t)
 	if !attached {
-		return resDetached, time.Time{}
+		return resDetached, 0
 	}
 	if out != resHandled {
 		w.ended = -1 // OnError or DeadLetter may have run after the handler
 	}
-	tr.account(t, out)
-	if out == resRetry {
-		return resRetry, time.Now().Add(t.f.backoff)
-	}
-	return out, time.Time{}
+	a.account(t, out)
+	return out, wait
 }
 
-// attempt runs the handler once (or DeadLetter, once the failure policy
-// has given up on the handler) and applies the failure policy. attached is
-// false when the worker was detached while user code ran: the task is then
-// no longer this goroutine's to touch.
-func (tr *term) attempt(w *worker, t *task) (out result, attached bool) {
-	if t.f == nil || !t.f.dead {
-		err := t.err
-		if err == nil {
-			if err, attached = tr.invoke(w, t, callHandler); !attached {
-				return 0, false
-			}
-			if err == errGateClosed {
-				return resLeave, true
-			}
-			if err == nil {
-				return resHandled, true
-			}
+// attempt runs the handler once (or DeadLetter, for a task the failure
+// policy has sent there) and returns what follows. attached is false when
+// the worker was detached while user code ran: the task is then no longer
+// this goroutine's to touch.
+func (a *attempts) attempt(w *worker, t *task) (out result, wait time.Duration, attached bool) {
+	if t.f != nil && t.f.dead {
+		return a.deadLetter(w, t)
+	}
+	err := t.err
+	if err == nil {
+		if err, attached = a.invoke(w, t, callHandler); !attached {
+			return 0, 0, false
 		}
-		return tr.failed(w, t, err)
+		if err == errGateClosed {
+			return resLeave, 0, true
+		}
+		if err == nil {
+			return resHandled, 0, true
+		}
 	}
-	return tr.deadLetter(w, t)
+	return a.failed(w, t, err)
 }
 
-// failed applies the failure policy to a failed attempt of t: retry it,
-// skip it, or send it to DeadLetter (now).
-func (tr *term) failed(w *worker, t *task, err error) (out result, attached bool) {
-	if t.err == nil && tr.ctx.Err() != nil {
-		return resLeave, true // cut off by the lease, not a failure of the task
+// failed reports a failed attempt of t (the log, OnError) and returns the
+// failure policy's decision: retry it, skip it, or give it to DeadLetter.
+func (a *attempts) failed(w *worker, t *task, err error) (out result, wait time.Duration, attached bool) {
+	if t.err == nil && a.ctx.Err() != nil {
+		return resLeave, 0, true // cut off by the lease, not a failure of the task
 	}
 	f := t.failures()
 	f.attempts++
 	f.lastErr = err
-	f.ctx = tr.ctx
+	f.ctx = a.ctx
 	if t.err == nil { // the handler ran: report with what it said
-		f.ctx = w.reported(tr.ctx)
+		f.ctx = w.reported(a.ctx)
 	}
-	tr.sh.stats.failed.Add(1)
-	tr.noteFailure(t, err)
-	if tr.sh.user.onError != nil {
-		if _, attached = tr.invoke(w, t, callOnError); !attached {
-			return 0, false
+	a.sh.stats.failed.Add(1)
+	a.noteFailure(t, err)
+	if a.sh.user.onError != nil {
+		if _, attached = a.invoke(w, t, callOnError); !attached {
+			return 0, 0, false
 		}
 	}
-	if !IsPermanent(err) && (tr.sh.opts.MaxAttempts == 0 || f.attempts < tr.sh.opts.MaxAttempts) {
-		f.backoff = tr.sh.user.retryDelay(f.attempts, err)
-		return resRetry, true
-	}
-	if tr.sh.user.deadLetter == nil { // Discard, or a lease without a Redis for the default
+	out, wait = a.policy.afterFailure(f.attempts, err)
+	if out == resSkipped { // Discard, or a lease without a Redis for the default
 		msg := "task discarded (Options.DeadLetter is consumer.Discard)"
-		if !tr.sh.user.discard {
+		if !a.sh.user.discard {
 			msg = "task skipped: there is no DeadLetter, and the lease has no Redis for the default dead-letter stream"
 		}
-		tr.log.WarnContext(f.ctx, msg, "key", t.m.Key, "shard", t.shard, "position", t.pos.String(), "attempts", f.attempts, "err", err)
-		return resSkipped, true
+		a.log.WarnContext(f.ctx, msg, "key", t.m.Key, "shard", t.shard, "position", t.pos.String(), "attempts", f.attempts, "err", err)
 	}
-	f.dead, f.backoff = true, 0
-	return tr.deadLetter(w, t)
+	return out, wait, true
 }
 
-// deadLetter gives t to DeadLetter; a failure of DeadLetter is retried.
-func (tr *term) deadLetter(w *worker, t *task) (out result, attached bool) {
-	err, attached := tr.invoke(w, t, callDeadLetter)
+// deadLetter gives t to DeadLetter; a failure of DeadLetter is retried
+// (the policy's backoff), never given up on.
+func (a *attempts) deadLetter(w *worker, t *task) (out result, wait time.Duration, attached bool) {
+	err, attached := a.invoke(w, t, callDeadLetter)
 	if !attached {
-		return 0, false
+		return 0, 0, false
 	}
-	if err == errGateClosed || (err != nil && tr.ctx.Err() != nil) {
-		return resLeave, true
+	if err == errGateClosed || (err != nil && a.ctx.Err() != nil) {
+		return resLeave, 0, true
 	}
 	if err != nil {
-		tr.sh.stats.deadLetterFailures.Add(1)
-		if tr.sh.deadLettering.fail() {
-			tr.log.WarnContext(t.f.ctx, "dead letters failing; retrying, the task kept", "key", t.m.Key, "err", err)
+		a.sh.stats.deadLetterFailures.Add(1)
+		if a.sh.deadLettering.fail() {
+			a.log.WarnContext(t.f.ctx, "dead letters failing; retrying, the task kept", "key", t.m.Key, "err", err)
 		}
 		t.f.dlTries++
-		t.f.backoff = backoff.Delay(t.f.dlTries, tr.sh.opts.RetryMin, tr.sh.opts.RetryMax)
-		return resRetry, true
+		return resRetry, a.policy.afterDeadLetterFailure(t.f.dlTries), true
 	}
-	if n, lasted, ok := tr.sh.deadLettering.end(); ok {
-		tr.log.InfoContext(t.f.ctx, "dead letters recovered", "failures", n, "after", lasted)
+	if n, lasted, ok := a.sh.deadLettering.end(); ok {
+		a.log.InfoContext(t.f.ctx, "dead letters recovered", "failures", n, "after", lasted)
 	}
-	tr.log.InfoContext(t.f.ctx, "task dead-lettered", "key", t.m.Key, "shard", t.shard, "position", t.pos.String(),
+	a.log.InfoContext(t.f.ctx, "task dead-lettered", "key", t.m.Key, "shard", t.shard, "position", t.pos.String(),
 		"attempts", t.f.attempts, "err", t.f.lastErr)
-	return resDeadLettered, true
+	return resDeadLettered, 0, true
 }
 
 // errGateClosed says the term's drain began before the call could enter:
@@ -151,64 +174,64 @@ const (
 // the drain waits for it, up to the deadline), recovering a panic into a
 // *PanicError. attached is false when the worker was detached meanwhile
 // (the call outlived its term): the caller must return without touching t.
-func (tr *term) invoke(w *worker, t *task, what userCall) (err error, attached bool) {
+func (a *attempts) invoke(w *worker, t *task, what userCall) (err error, attached bool) {
 	w.begin(t)
-	if !tr.gate.Enter() {
+	if !a.gate.Enter() {
 		if !w.end() {
-			tr.lateReturn(t.m.Key, nil)
+			a.lateReturn(t.m.Key, nil)
 			return nil, false
 		}
 		return errGateClosed, true
 	}
-	if isDone(tr.t.Done()) { // the term ended since mayStart: start nothing more
-		tr.gate.Leave()
+	if a.win.ended() { // the term ended since mayStart: start nothing more
+		a.gate.Leave()
 		if !w.end() {
-			tr.lateReturn(t.m.Key, nil)
+			a.lateReturn(t.m.Key, nil)
 			return nil, false
 		}
 		return errGateClosed, true
 	}
-	tr.sh.running.Add(1)
+	a.sh.running.Add(1)
 	shard, pos := t.shard, t.pos // t is not this goroutine's once it is detached
 	// Counted as running first, then the pause read: whoever sees the
 	// pause (Stats().Paused) and then nothing running knows no handler
 	// call begins until the resume; one that passed mayStart before the
 	// pause waits here, outside the gate, for the resume.
-	for what == callHandler && tr.sh.pause.on.Load() {
-		tr.sh.running.Add(-1)
-		tr.gate.Leave()
-		ok := tr.mayStart() && tr.gate.Enter()
-		if ok && isDone(tr.t.Done()) {
-			tr.gate.Leave()
+	for what == callHandler && a.sh.pause.on.Load() {
+		a.sh.running.Add(-1)
+		a.gate.Leave()
+		ok := a.win.mayStart() && a.gate.Enter()
+		if ok && a.win.ended() {
+			a.gate.Leave()
 			ok = false
 		}
 		if !ok {
 			if !w.end() {
-				tr.lateReturn(t.m.Key, nil)
+				a.lateReturn(t.m.Key, nil)
 				return nil, false
 			}
 			return errGateClosed, true
 		}
-		tr.sh.running.Add(1)
+		a.sh.running.Add(1)
 	}
 	switch what {
 	case callHandler:
-		err = tr.sh.callHandler(w, t.m)
-		w.ended = time.Since(tr.base) // the next task's start, if runFrom runs one at once
-		tr.sh.handling.Observe(w.ended - w.started)
+		err = a.sh.callHandler(w, t.m)
+		w.ended = a.win.since() // the next task's start, if runFrom runs one at once
+		a.sh.handling.Observe(w.ended - w.started)
 	case callOnError:
-		tr.callOnError(t)
+		a.callOnError(t)
 	case callDeadLetter:
-		err = tr.sh.user.deadLetter(withFailure(tr.ctx, Failure{Attempts: t.f.attempts, Worker: tr.sh.workerID,
-			System: tr.info.System, Source: tr.info.Destination(t.m.Shard)}), t.m, t.f.lastErr)
+		err = a.sh.user.deadLetter(withFailure(a.ctx, Failure{Attempts: t.f.attempts, Worker: a.sh.workerID,
+			System: a.info.System, Source: a.info.Destination(t.m.Shard)}), t.m, t.f.lastErr)
 	}
-	tr.sh.running.Add(-1)
-	tr.gate.Leave()
+	a.sh.running.Add(-1)
+	a.gate.Leave()
 	if !w.end() {
 		if err == nil && what != callOnError {
-			tr.rec.late(shard, pos) // done after its term: not again by this worker
+			a.doneLate(shard, pos) // done after its term: not again by this worker
 		}
-		tr.lateReturn(t.m.Key, err)
+		a.lateReturn(t.m.Key, err)
 		return nil, false
 	}
 	return err, true
@@ -223,9 +246,9 @@ func (sh *shared) callHandler(w *worker, m *transport.Message) error {
 }
 
 // callOnError reports t's last failure (userCode.onError), logging a panic.
-func (tr *term) callOnError(t *task) {
-	if err := tr.sh.user.onError(t.f.ctx, t.m, t.f.attempts, t.f.lastErr); err != nil {
-		tr.log.WarnContext(t.f.ctx, "OnError panicked", "key", t.m.Key, "err", err, "stack", string(err.(*PanicError).Stack))
+func (a *attempts) callOnError(t *task) {
+	if err := a.sh.user.onError(t.f.ctx, t.m, t.f.attempts, t.f.lastErr); err != nil {
+		a.log.WarnContext(t.f.ctx, "OnError panicked", "key", t.m.Key, "err", err, "stack", string(err.(*PanicError).Stack))
 	}
 }
 
@@ -233,14 +256,14 @@ func (tr *term) callOnError(t *task) {
 // a consumer with no other task failing is a Warn (an Error with the
 // stack, for a panic); later failures, of this task or others, are not
 // logged again until no task is failing. OnError sees every one.
-func (tr *term) noteFailure(t *task, err error) {
-	tr.sh.lastErr.Store(&lastError{msg: t.m.Key + ": " + err.Error(), at: time.Now()})
+func (a *attempts) noteFailure(t *task, err error) {
+	a.sh.lastErr.Store(&lastError{msg: t.m.Key + ": " + err.Error(), at: time.Now()})
 	f := t.failures()
 	if f.failing {
 		return
 	}
 	f.failing = true
-	if tr.sh.failingTasks.Add(1) != 1 {
+	if a.sh.failingTasks.Add(1) != 1 {
 		return
 	}
 	attrs := []any{"key", t.m.Key, "shard", t.shard, "position", t.pos.String(), "attempt", f.attempts, "err", err}
@@ -250,16 +273,49 @@ func (tr *term) noteFailure(t *task, err error) {
 		level, msg = slog.LevelError, "task failing: handler panicked"
 		attrs = append(attrs, "stack", string(pe.Stack))
 	}
-	tr.log.Log(f.ctx, level, msg, attrs...)
+	a.log.Log(f.ctx, level, msg, attrs...)
 }
 
 // notFailing ends a task's part in the failing spell.
-func (tr *term) notFailing(t *task) {
+func (a *attempts) notFailing(t *task) {
 	if t.f == nil || !t.f.failing {
 		return
 	}
 	t.f.failing = false
-	if tr.sh.failingTasks.Add(-1) == 0 {
-		tr.log.InfoContext(t.f.ctx, "no task failing")
+	if a.sh.failingTasks.Add(-1) == 0 {
+		a.log.InfoContext(t.f.ctx, "no task failing")
 	}
+}
+
+// enterIntake enters the gate for intake's own calls into user code
+// (Options.ID), as an attempt of intake's worker.
+func (a *attempts) enterIntake(w0 *worker) bool {
+	w0.begin(nil)
+	if !a.gate.Enter() {
+		if !w0.end() {
+			a.lateReturn("", nil) // detached meanwhile: the drain counted it
+		}
+		return false
+	}
+	a.sh.running.Add(1)
+	return true
+}
+
+// leaveIntake leaves the gate; false when intake was detached meanwhile.
+func (a *attempts) leaveIntake(w0 *worker) bool {
+	a.sh.running.Add(-1)
+	a.gate.Leave()
+	if !w0.end() {
+		a.lateReturn("", nil)
+		return false
+	}
+	return true
+}
+
+// detachedReturn is how intake returns from Options.ID after it was
+// detached: it gives back its counts and touches nothing else.
+func (a *attempts) detachedReturn() bool {
+	a.sh.running.Add(-1)
+	a.lateReturn("", nil)
+	return false
 }

@@ -61,6 +61,10 @@ const (
 	// resRetry: failed; the task runs again at the retry time and its id
 	// waits until then. No goroutine waits with it.
 	resRetry
+	// resDeadLetter: failed for good (the failure policy gave up on the
+	// handler): DeadLetter is what runs next for the task, as soon as a
+	// worker takes it; its id's later tasks wait behind it until then.
+	resDeadLetter
 	// resLeave: the term is over for this task. It stays unfinished, and so
 	// do the later tasks of its id (per-id order); handBack returns them.
 	resLeave
@@ -142,7 +146,9 @@ func (b *book) next() *task {
 // its id, whose next task is ready behind the ids already waiting.
 // resRetry: its id is parked until at and the tasks behind it are held
 // light, if they may be; parkedFirst says at is now the earliest retry
-// time. resLeave: t and its id stay as they are.
+// time. resDeadLetter: t is marked for DeadLetter and its id is ready
+// again at once, behind the ids already waiting, the tasks behind it held
+// light as for a retry. resLeave: t and its id stay as they are.
 func (b *book) settle(t *task, v result, at time.Time) (parkedFirst bool) {
 	q := t.q
 	switch v {
@@ -166,6 +172,10 @@ func (b *book) settle(t *task, v result, at time.Time) (parkedFirst bool) {
 		b.demote(q)
 		heap.Push(&b.parked, q)
 		return q.slot == 0
+	case resDeadLetter:
+		t.failures().dead = true
+		b.demote(q)
+		b.ready.push(q)
 	}
 	return false
 }
@@ -256,7 +266,7 @@ func (b *book) demote(q *idQueue) {
 
 // lightRun returns t (first of its id, light) and the light tasks right
 // behind it in the same shard, up to max and to the room there is (at
-// least t): the tasks term.refill reads again in one call.
+// least t): the tasks attempts.refill reads again in one call.
 func (b *book) lightRun(t *task, max int) []*task {
 	q := t.q
 	n := min(max, b.capacity-b.held)

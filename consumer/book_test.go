@@ -23,8 +23,9 @@ type bookModel struct {
 	running    map[*task]bool
 	parkedAt   map[uint64]time.Time
 	done       map[*task]int
-	leftOnes   map[*task]bool // cut off by the term's end (leave)
-	ran        []*task        // every task next returned, in order
+	leftOnes   map[*task]bool   // cut off by the term's end (leave)
+	dead       map[uint64]*task // the task of each id sent to DeadLetter, not run since
+	ran        []*task          // every task next returned, in order
 	all        []*task
 }
 
@@ -39,6 +40,7 @@ func newBookModel(t *rapid.T) *bookModel {
 		parkedAt:   map[uint64]time.Time{},
 		done:       map[*task]int{},
 		leftOnes:   map[*task]bool{},
+		dead:       map[uint64]*task{},
 	}
 	m.b = newBook(m.capacity, m.maxWaiting, rapid.Bool().Draw(t, "reread"))
 	m.b.open([]*shardTrack{{}, {}}, true)
@@ -138,6 +140,10 @@ func (m *bookModel) start(t *rapid.T) {
 		t.Fatalf("id %d ran before its retry time", tk.id)
 	}
 	delete(m.parkedAt, tk.id)
+	if d, ok := m.dead[tk.id]; ok && (d != tk || tk.f == nil || !tk.f.dead) {
+		t.Fatalf("id %d: the task sent to DeadLetter at %v is not what runs next (%v)", tk.id, d.pos, tk.pos)
+	}
+	delete(m.dead, tk.id)
 	if tk.m == nil {
 		run := m.b.lightRun(tk, refillBatch)
 		ms := make([]*transport.Message, len(run))
@@ -150,8 +156,8 @@ func (m *bookModel) start(t *rapid.T) {
 	m.ran = append(m.ran, tk)
 }
 
-// settle ends a running task: finished, again (parked for a while) or
-// leave (the term is over for it).
+// settle ends a running task: finished, again (parked for a while), to
+// DeadLetter next (ready again at once) or leave (the term is over for it).
 func (m *bookModel) settle(t *rapid.T) {
 	if len(m.running) == 0 {
 		return
@@ -163,7 +169,7 @@ func (m *bookModel) settle(t *rapid.T) {
 	slices.SortFunc(run, func(a, b *task) int { return int(a.id) - int(b.id) })
 	tk := rapid.SampledFrom(run).Draw(t, "task")
 	delete(m.running, tk)
-	switch rapid.IntRange(0, 5).Draw(t, "result") {
+	switch rapid.IntRange(0, 6).Draw(t, "result") {
 	case 0, 1, 2:
 		m.b.settle(tk, resHandled, time.Time{})
 		m.done[tk]++
@@ -171,6 +177,12 @@ func (m *bookModel) settle(t *rapid.T) {
 		at := m.now.Add(time.Duration(rapid.IntRange(0, 50).Draw(t, "backoff_ms")) * time.Millisecond)
 		m.parkedAt[tk.id] = at
 		m.b.settle(tk, resRetry, at)
+	case 5:
+		m.dead[tk.id] = tk
+		m.b.settle(tk, resDeadLetter, time.Time{})
+		if tk.f == nil || !tk.f.dead {
+			t.Fatalf("id %d: settled for DeadLetter, the task is not marked for it", tk.id)
+		}
 	default:
 		m.leftOnes[tk] = true
 		m.b.settle(tk, resLeave, time.Time{})

@@ -36,13 +36,13 @@ func (tr *term) drain(shutdown bool) {
 		waitCtx, cancel = context.WithTimeout(tr.ctx, tr.sh.opts.ShutdownTimeout-grace)
 		defer cancel()
 	}
-	err := tr.gate.Shutdown(waitCtx)
+	err := tr.run.gate.Shutdown(waitCtx)
 	if err != nil {
 		// The handlers' context ends now (at the deadline it already has);
 		// one that honours it returns within the grace.
 		tr.cancel()
 		gctx, cancel := context.WithTimeout(context.Background(), grace)
-		err = tr.gate.Wait(gctx)
+		err = tr.run.gate.Wait(gctx)
 		cancel()
 	}
 	tr.r.close()
@@ -63,21 +63,21 @@ func (tr *term) drain(shutdown bool) {
 			// these tasks may run twice.
 			tr.log.WarnContext(tr.ctx, "handlers overdue: still running after their term, their context ended; the next holder may run their tasks while they do, so each may run twice (one more line when they have all returned)",
 				"count", n, "keys", keys, "positions", positions, "intake", intake)
-			if tr.late.detached(n) {
-				tr.logLate()
+			if tr.run.late.detached(n) {
+				tr.run.logLate()
 			}
 		}
 	}
 	if !intakeDetached {
-		<-tr.intakeDone
+		<-tr.rd.done
 	}
 	// A misplaced message's realign ends with taking (its waits and calls
 	// are bounded by it), which intake returning on its own has not ended.
 	tr.stop()
-	tr.realign.Wait()
+	tr.rd.realign.Wait()
 	// What never finished (a detached worker's task among it) stays in the
 	// book's lists: the last marks say it is not done.
-	tr.abandon(tr.r.join())
+	tr.run.abandon(tr.r.join())
 	if tr.info.Log {
 		// The last marks. Unless the term serves its index again (a new
 		// epoch or shape under it), they release it: with the fenced

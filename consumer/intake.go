@@ -4,9 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nandi-go/nandi/checkpoint"
+	"github.com/nandi-go/nandi/partition"
 	"github.com/nandi-go/nandi/transport"
 )
 
@@ -20,6 +24,52 @@ type offer struct {
 	i   int
 }
 
+// reading is a term's reading: intake's loop, the read-ahead, fetch
+// retries, the ownership filter, the skip rule's reads of older epochs,
+// and a misplaced message's realign. It is made once the term has opened
+// (what it opened comes as arguments) and runs on intake's goroutine; it
+// gives tasks to the runner (submit), asks the start window whether to
+// read on, and tells the term's lifecycle only through reopen, grew and
+// stop (the log must be opened again; taking ends).
+type reading struct {
+	sh     *shared
+	a      partition.Assignment
+	info   transport.Info
+	log    *slog.Logger
+	ctx    context.Context // the handlers' (what the log lines carry)
+	taking context.Context // ends when the term stops taking
+	win    *startWindow
+	r      *runner
+	run    *attempts // Options.ID runs as intake's attempt; tasks handed back
+
+	// what the term opened: fixed for the reading's life. shards[s] is
+	// nil where the term reads nothing; what a shardTrack holds belongs to
+	// the book (under the runner's lock).
+	st        *checkpoint.State // logs only
+	shards    []*shardTrack
+	redo      *redo // the tasks a former holder may have done (repeats.go); nil: none
+	allShards bool  // an aligned source that is not a log, subscribed to every shard
+
+	// the term's lifecycle, told that the log must be opened again (why),
+	// that it grew, and when taking must end
+	reopen     *atomic.Pointer[string]
+	grew       *atomic.Int64
+	stop       func()
+	goroutines *sync.WaitGroup // the term's, which its close joins: the read-ahead runs on it
+
+	done       chan struct{} // closed when intake returns
+	fetch      ioBackoff     // fetches and the skip rule's reads
+	blocked    []bool        // per shard, reading stopped before a misplaced message (nil: none)
+	realigning bool          // a misplaced message's realign has begun
+	// realign is that realign's goroutine (block): the drain waits for it
+	// before the term's last write, so that the reopen it sets decides
+	// whether that write releases the index.
+	realign sync.WaitGroup
+	offers  []offer // scratch: the owned messages of a batch
+	tasks   []*task // scratch: their tasks
+	at      []int   // scratch: their indexes in the batch
+}
+
 // intake reads and takes batches until the term stops taking: each batch
 // through the ownership filter (filter) and into the task book (submit),
 // whose runner runs them. It reads only while work may start
@@ -28,13 +78,13 @@ type offer struct {
 // here. It runs on its own goroutine, which the drain detaches if user
 // code it runs (Options.ID, or a task at Concurrency 1) outlives the term;
 // it then returns touching nothing.
-func (tr *term) intake(r transport.Reader) {
-	defer close(tr.intakeDone)
-	next := tr.readNow(r)
-	if tr.info.Log {
-		next = tr.readAhead(r)
+func (rd *reading) intake(r transport.Reader) {
+	defer close(rd.done)
+	next := rd.readNow(r)
+	if rd.info.Log {
+		next = rd.readAhead(r)
 	}
-	for tr.r.runDue() && tr.mayStart() {
+	for rd.r.runDue() && rd.win.mayStart() {
 		ms, ok := next()
 		if !ok {
 			return
@@ -42,13 +92,13 @@ func (tr *term) intake(r transport.Reader) {
 		if len(ms) == 0 {
 			continue // a retry came due first
 		}
-		offers, kept, ok := tr.filter(ms)
-		if !ok || !tr.takeIn(kept, offers) {
+		offers, kept, ok := rd.filter(ms)
+		if !ok || !rd.takeIn(kept, offers) {
 			return
 		}
-		if tr.sh.misaligned.Load() && !tr.allShards && tr.info.Aligned && !tr.info.Log {
+		if rd.sh.misaligned.Load() && !rd.allShards && rd.info.Aligned && !rd.info.Log {
 			why := "a misplaced message: subscribing to every subject"
-			tr.reopen.CompareAndSwap(nil, &why)
+			rd.reopen.CompareAndSwap(nil, &why)
 			return
 		}
 	}
@@ -59,16 +109,16 @@ func (tr *term) intake(r transport.Reader) {
 // pause, or the next retry intake runs comes due (then it returns no
 // messages, and intake looks again). ok is false when the term stopped
 // taking.
-func (tr *term) readNow(r transport.Reader) func() ([]*transport.Message, bool) {
+func (rd *reading) readNow(r transport.Reader) func() ([]*transport.Message, bool) {
 	return func() ([]*transport.Message, bool) {
-		until := time.Unix(0, tr.pauseAt.Load())
-		if d := tr.r.nextDue(); !d.IsZero() {
+		until := rd.win.closesAt()
+		if d := rd.r.nextDue(); !d.IsZero() {
 			until = earliest(until, d)
 		}
-		fctx, cancel := context.WithDeadline(tr.taking, until)
+		fctx, cancel := context.WithDeadline(rd.taking, until)
 		ms, err := r.Fetch(fctx)
 		cancel()
-		return ms, tr.fetched(err)
+		return ms, rd.fetched(err)
 	}
 }
 
@@ -77,12 +127,12 @@ func (tr *term) readNow(r transport.Reader) func() ([]*transport.Message, bool) 
 // so that the transport's decoding and the handlers overlap. A read
 // returns no messages when the next retry intake runs comes due first; ok
 // is false when the term stopped taking.
-func (tr *term) readAhead(r transport.Reader) func() ([]*transport.Message, bool) {
+func (rd *reading) readAhead(r transport.Reader) func() ([]*transport.Message, bool) {
 	batches := make(chan []*transport.Message, 1)
-	tr.wg.Go(func() {
-		for tr.taking.Err() == nil {
-			ms, err := r.Fetch(tr.taking)
-			if !tr.fetched(err) {
+	rd.goroutines.Go(func() {
+		for rd.taking.Err() == nil {
+			ms, err := r.Fetch(rd.taking)
+			if !rd.fetched(err) {
 				return
 			}
 			if len(ms) == 0 {
@@ -90,7 +140,7 @@ func (tr *term) readAhead(r transport.Reader) func() ([]*transport.Message, bool
 			}
 			select {
 			case batches <- ms:
-			case <-tr.taking.Done():
+			case <-rd.taking.Done():
 				return
 			}
 		}
@@ -99,7 +149,7 @@ func (tr *term) readAhead(r transport.Reader) func() ([]*transport.Message, bool
 	due.Stop()
 	return func() ([]*transport.Message, bool) {
 		var dueC <-chan time.Time
-		if d := tr.r.nextDue(); !d.IsZero() {
+		if d := rd.r.nextDue(); !d.IsZero() {
 			due.Reset(time.Until(d))
 			defer due.Stop()
 			dueC = due.C
@@ -109,7 +159,7 @@ func (tr *term) readAhead(r transport.Reader) func() ([]*transport.Message, bool
 			return ms, true
 		case <-dueC:
 			return nil, true
-		case <-tr.taking.Done():
+		case <-rd.taking.Done():
 			return nil, false
 		}
 	}
@@ -118,16 +168,16 @@ func (tr *term) readAhead(r transport.Reader) func() ([]*transport.Message, bool
 // fetched accounts for a fetch's error: a failure is counted, logged once
 // per spell and waited out with backoff. It returns false when the term
 // stopped taking meanwhile.
-func (tr *term) fetched(err error) bool {
+func (rd *reading) fetched(err error) bool {
 	switch {
 	case err == nil:
-		tr.fetch.ok(tr.taking, tr.log, "fetch recovered")
+		rd.fetch.ok(rd.taking, rd.log, "fetch recovered")
 	case errors.Is(err, transport.ErrClosed):
 		return false
 	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled):
-		return tr.taking.Err() == nil
+		return rd.taking.Err() == nil
 	default:
-		return tr.fetch.wait(tr.taking, tr.log, "fetch failing; retrying", err)
+		return rd.fetch.wait(rd.taking, rd.log, "fetch failing; retrying", err)
 	}
 	return true
 }
@@ -145,31 +195,31 @@ func (tr *term) fetched(err error) bool {
 // opens the log again. kept are the batch's other messages, in order
 // (offers index them). It returns ok false when intake was detached or
 // the term is draining.
-func (tr *term) filter(ms []*transport.Message) (offers []offer, kept []*transport.Message, ok bool) {
-	userID := tr.sh.opts.ID != nil
-	if userID && !tr.enterIntake() {
+func (rd *reading) filter(ms []*transport.Message) (offers []offer, kept []*transport.Message, ok bool) {
+	userID := rd.sh.opts.ID != nil
+	if userID && !rd.run.enterIntake(rd.r.w0) {
 		return nil, nil, false
 	}
-	offers = tr.offers[:0]
+	offers = rd.offers[:0]
 	var notOwned, doneBefore int64
 	var cur *checkpoint.Epoch
-	if tr.st != nil {
-		cur = tr.st.Current
+	if rd.st != nil {
+		cur = rd.st.Current
 	}
 	kept = ms[:0] // in place: a message is kept at or before its index
 	for _, m := range ms {
-		if m.Shard < 0 || m.Shard >= len(tr.shards) || tr.shards[m.Shard] == nil {
-			tr.noteBadShard(m)
+		if m.Shard < 0 || m.Shard >= len(rd.shards) || rd.shards[m.Shard] == nil {
+			rd.noteBadShard(m)
 			continue
 		}
-		if tr.blocked != nil && tr.blocked[m.Shard] {
+		if rd.blocked != nil && rd.blocked[m.Shard] {
 			continue
 		}
-		id, err := tr.sh.user.id(m)
-		if userID && tr.r.w0.detached() {
-			return nil, nil, tr.detachedReturn()
+		id, err := rd.sh.user.id(m)
+		if userID && rd.r.w0.detached() {
+			return nil, nil, rd.run.detachedReturn()
 		}
-		if err != nil && tr.info.Aligned {
+		if err != nil && rd.info.Aligned {
 			// No id to place it by: it belongs to the index that reads its
 			// shard (shard s is read by index s % Replicas, whatever the
 			// epoch), so that exactly one worker reports it.
@@ -177,23 +227,23 @@ func (tr *term) filter(ms []*transport.Message) (offers []offer, kept []*transpo
 		}
 		if cur != nil && err == nil {
 			if placed, _ := cur.Placed(m.Shard, m.Position, id); !placed {
-				tr.block(m)
+				rd.block(m)
 				continue
 			}
 		}
-		if cur == nil && err == nil && tr.info.Aligned && !tr.info.Log {
-			tr.placedLossy(m, id)
+		if cur == nil && err == nil && rd.info.Aligned && !rd.info.Log {
+			rd.placedLossy(m, id)
 		}
 		kept = append(kept, m)
 		i := len(kept) - 1
-		if !tr.a.Owns(id) {
+		if !rd.a.Owns(id) {
 			notOwned++
 			if m.Ack != nil {
 				m.Ack()
 			}
 			continue
 		}
-		if tr.sh.finished.has(m.Shard, m.Position, id) { // this worker's, done in an earlier term and not written
+		if rd.sh.finished.has(m.Shard, m.Position, id) { // this worker's, done in an earlier term and not written
 			doneBefore++
 			if m.Ack != nil {
 				m.Ack()
@@ -202,16 +252,16 @@ func (tr *term) filter(ms []*transport.Message) (offers []offer, kept []*transpo
 		}
 		offers = append(offers, offer{m: m, id: id, err: err, i: i})
 	}
-	if userID && !tr.leaveIntake() {
+	if userID && !rd.run.leaveIntake(rd.r.w0) {
 		return nil, nil, false
 	}
-	if tr.st != nil {
-		if !tr.prepare(offers) {
+	if rd.st != nil {
+		if !rd.prepare(offers) {
 			return nil, nil, false
 		}
 		kept := offers[:0]
 		for _, o := range offers {
-			if tr.st.Done(o.m.Shard, o.m.Position, o.id) {
+			if rd.st.Done(o.m.Shard, o.m.Position, o.id) {
 				doneBefore++
 				if o.m.Ack != nil {
 					o.m.Ack()
@@ -221,21 +271,21 @@ func (tr *term) filter(ms []*transport.Message) (offers []offer, kept []*transpo
 			kept = append(kept, o)
 		}
 		offers = kept
-		if tr.redo != nil {
+		if rd.redo != nil {
 			var n int64
 			for _, o := range offers {
-				if tr.redo.at(o.m.Shard, o.m.Position, o.id) {
+				if rd.redo.at(o.m.Shard, o.m.Position, o.id) {
 					n++
 				}
 			}
-			tr.sh.stats.redone.Add(n)
+			rd.sh.stats.redone.Add(n)
 		}
 	}
-	tr.sh.stats.notOwned.Add(notOwned)
-	tr.sh.stats.doneBefore.Add(doneBefore)
-	tr.sh.stats.read.Add(int64(len(kept)))
-	tr.sh.stats.owned.Add(int64(len(offers)) + doneBefore)
-	tr.offers = offers
+	rd.sh.stats.notOwned.Add(notOwned)
+	rd.sh.stats.doneBefore.Add(doneBefore)
+	rd.sh.stats.read.Add(int64(len(kept)))
+	rd.sh.stats.owned.Add(int64(len(offers)) + doneBefore)
+	rd.offers = offers
 	return offers, kept, true
 }
 
@@ -247,15 +297,15 @@ func (tr *term) filter(ms []*transport.Message) (offers []offer, kept []*transpo
 // low watermarks to move (the history's bound), and this holder's own
 // marks can be what holds them (before, it stopped reading altogether,
 // and the realign waited for it for as long as the term lasted).
-func (tr *term) block(m *transport.Message) {
-	if tr.blocked == nil {
-		tr.blocked = make([]bool, len(tr.shards))
+func (rd *reading) block(m *transport.Message) {
+	if rd.blocked == nil {
+		rd.blocked = make([]bool, len(rd.shards))
 	}
-	tr.blocked[m.Shard] = true
-	if !tr.realigning {
-		tr.realigning = true
+	rd.blocked[m.Shard] = true
+	if !rd.realigning {
+		rd.realigning = true
 		found := *m // the batch's message may be the reader's to reuse
-		tr.realign.Go(func() { tr.misplaced(&found) })
+		rd.realign.Go(func() { rd.misplaced(&found) })
 	}
 }
 
@@ -263,10 +313,10 @@ func (tr *term) block(m *transport.Message) {
 // below their marks (checkpoint.State.Prepare), retrying with backoff
 // while the term takes: a task is never taken on a guess. It returns false
 // when the term stopped taking.
-func (tr *term) prepare(offers []offer) bool {
+func (rd *reading) prepare(offers []offer) bool {
 	var tasks []checkpoint.TaskAt
 	for _, o := range offers {
-		if tr.st.Below(o.m.Shard, o.m.Position) {
+		if rd.st.Below(o.m.Shard, o.m.Position) {
 			tasks = append(tasks, checkpoint.TaskAt{Shard: o.m.Shard, Position: o.m.Position, ID: o.id})
 		}
 	}
@@ -274,11 +324,11 @@ func (tr *term) prepare(offers []offer) bool {
 		return true
 	}
 	for {
-		err := tr.st.Prepare(tr.taking, tasks)
+		err := rd.st.Prepare(rd.taking, tasks)
 		if err == nil {
 			return true
 		}
-		if !tr.fetched(fmt.Errorf("reading the checkpoints of older epochs: %w", err)) || tr.taking.Err() != nil {
+		if !rd.fetched(fmt.Errorf("reading the checkpoints of older epochs: %w", err)) || rd.taking.Err() != nil {
 			return false
 		}
 	}
@@ -297,102 +347,69 @@ func (tr *term) prepare(offers []offer) bool {
 // (checkpoint.Store.Realign); the term then opens the log again, reading
 // that message again. A realign that fails is tried again at the next
 // open, which meets the message again.
-func (tr *term) misplaced(m *transport.Message) {
-	defer tr.stop()
-	id, _ := tr.sh.user.id(m)
-	cur := tr.st.Current
-	ctx, cancel := context.WithTimeout(tr.taking, tr.sh.interval)
+func (rd *reading) misplaced(m *transport.Message) {
+	defer rd.stop()
+	id, _ := rd.sh.user.id(m)
+	cur := rd.st.Current
+	ctx, cancel := context.WithTimeout(rd.taking, rd.sh.interval)
 	defer cancel()
-	ends := tr.info.Ends
-	if info, err := tr.sh.src.Info(ctx); err == nil {
+	ends := rd.info.Ends
+	if info, err := rd.sh.src.Info(ctx); err == nil {
 		if info.Aligned && info.Shards > cur.Aligned && id%uint64(info.Shards) == uint64(m.Shard) {
-			tr.grew.Store(int64(info.Shards))
+			rd.grew.Store(int64(info.Shards))
 			return
 		}
 		ends = info.Ends
 	}
 	_, late := cur.Placed(m.Shard, m.Position, id)
-	tr.sh.stats.misplaced.Add(1)
+	rd.sh.stats.misplaced.Add(1)
 	why := "a task in a shard its id does not belong to: the log is not aligned as its source declares; the group now reads every shard (checkpoint epoch misaligned), so that nothing is skipped"
 	if late {
 		why = "a task in the shard its id had before the log grew: a producer still places by the old shard count; the group reads the old shards again up to their end now, so that nothing is skipped (switch every producer to the new count)"
 	}
-	tr.log.ErrorContext(tr.ctx, why, "destination", tr.info.Destination(m.Shard), "shard", m.Shard, "key", m.Key, "position", m.Position,
+	rd.log.ErrorContext(rd.ctx, why, "destination", rd.info.Destination(m.Shard), "shard", m.Shard, "key", m.Key, "position", m.Position,
 		"belongs_to_shard", id%uint64(cur.Aligned), "shards", cur.Aligned)
-	req := checkpoint.RealignRequest{Epoch: cur.N, Replicas: tr.a.Replicas, Token: tr.a.Token,
-		Shard: m.Shard, Position: m.Position, Key: m.Key, Late: late, Destination: tr.info.Destination(m.Shard), Ends: ends}
+	req := checkpoint.RealignRequest{Epoch: cur.N, Replicas: rd.a.Replicas, Token: rd.a.Token,
+		Shard: m.Shard, Position: m.Position, Key: m.Key, Late: late, Destination: rd.info.Destination(m.Shard), Ends: ends}
 	realign := func() error {
-		ctx, cancel := context.WithTimeout(tr.taking, tr.sh.interval)
+		ctx, cancel := context.WithTimeout(rd.taking, rd.sh.interval)
 		defer cancel()
-		return tr.sh.ledger.Realign(ctx, req)
+		return rd.sh.ledger.Realign(ctx, req)
 	}
 	err := realign()
 	// Until every index has opened the current epoch (an idle holder
 	// learns of it at its writer's touch, within an interval), the realign
 	// waits: nothing passes the task meanwhile.
-	for errors.Is(err, checkpoint.ErrWait) && sleep(tr.taking, tr.sh.interval/20) {
+	for errors.Is(err, checkpoint.ErrWait) && sleep(rd.taking, rd.sh.interval/20) {
 		err = realign()
 	}
 	if err != nil && !errors.Is(err, checkpoint.ErrMoved) && !errors.Is(err, checkpoint.ErrWait) {
-		tr.log.WarnContext(tr.ctx, "recording the misplaced task in the checkpoints failed; the next open meets it again", "err", err)
+		rd.log.WarnContext(rd.ctx, "recording the misplaced task in the checkpoints failed; the next open meets it again", "err", err)
 	}
 	reason := "a misplaced task moved the checkpoints to a new epoch"
-	tr.reopen.Store(&reason)
+	rd.reopen.Store(&reason)
 }
 
-func (tr *term) noteBadShard(m *transport.Message) {
-	tr.sh.stats.badShard.Add(1)
-	if tr.sh.badShard.fail() {
-		tr.log.WarnContext(tr.ctx, "message from a shard the source did not describe, or was not asked to read; not taken (a transport bug)", "shard", m.Shard, "shards", len(tr.shards))
+func (rd *reading) noteBadShard(m *transport.Message) {
+	rd.sh.stats.badShard.Add(1)
+	if rd.sh.badShard.fail() {
+		rd.log.WarnContext(rd.ctx, "message from a shard the source did not describe, or was not asked to read; not taken (a transport bug)", "shard", m.Shard, "shards", len(rd.shards))
 	}
 }
 
 // takeIn makes the offers of a batch (ms, read whole) tasks and gives them
 // to the runner. It returns false when the term stopped taking (the
 // tasks it could not take are handed back) or intake was detached.
-func (tr *term) takeIn(ms []*transport.Message, offers []offer) bool {
+func (rd *reading) takeIn(ms []*transport.Message, offers []offer) bool {
 	now := monoNow()
-	ts, at := tr.r.tasks(tr.tasks[:0], len(offers)), tr.at[:0]
+	ts, at := rd.r.tasks(rd.tasks[:0], len(offers)), rd.at[:0]
 	for i, o := range offers {
-		tr.initTask(ts[i], o.m, o.id, o.err, now)
+		rd.initTask(ts[i], o.m, o.id, o.err, now)
 		at = append(at, o.i)
 	}
-	ok, back := tr.r.submit(ms, ts, at)
-	tr.abandon(back)
+	ok, back := rd.r.submit(ms, ts, at)
+	rd.run.abandon(back)
 	clear(ts)
-	tr.tasks, tr.at = ts[:0], at[:0]
+	rd.tasks, rd.at = ts[:0], at[:0]
 	return ok
-}
-
-// enterIntake enters the gate for intake's own calls into user code
-// (Options.ID), as an attempt of intake's worker.
-func (tr *term) enterIntake() bool {
-	tr.r.w0.begin(nil)
-	if !tr.gate.Enter() {
-		if !tr.r.w0.end() {
-			tr.lateReturn("", nil) // detached meanwhile: the drain counted it
-		}
-		return false
-	}
-	tr.sh.running.Add(1)
-	return true
-}
-
-// leaveIntake leaves the gate; false when intake was detached meanwhile.
-func (tr *term) leaveIntake() bool {
-	tr.sh.running.Add(-1)
-	tr.gate.Leave()
-	if !tr.r.w0.end() {
-		tr.lateReturn("", nil)
-		return false
-	}
-	return true
-}
-
-// detachedReturn is how intake returns from Options.ID after it was
-// detached: it gives back its counts and touches nothing else.
-func (tr *term) detachedReturn() bool {
-	tr.sh.running.Add(-1)
-	tr.lateReturn("", nil)
-	return false
 }

@@ -71,26 +71,26 @@ func parseMisaligned(b []byte) Misalignment {
 // must lie in the shard its id belongs to. The first one that does not is
 // said at Error and recorded for the group (MisalignedKey); every one is
 // counted. It reports whether m was misplaced.
-func (tr *term) placedLossy(m *transport.Message, id uint64) bool {
-	n := uint64(len(tr.shards))
+func (rd *reading) placedLossy(m *transport.Message, id uint64) bool {
+	n := uint64(len(rd.shards))
 	if n <= 1 || id%n == uint64(m.Shard) {
 		return true
 	}
-	tr.sh.stats.misplaced.Add(1)
-	if !tr.sh.misaligned.CompareAndSwap(false, true) {
+	rd.sh.stats.misplaced.Add(1)
+	if !rd.sh.misaligned.CompareAndSwap(false, true) {
 		return false
 	}
-	mis := Misalignment{Since: time.Now().UTC().Truncate(time.Millisecond), Destination: tr.info.Destination(m.Shard), Shard: m.Shard, Key: m.Key, BelongsTo: int(id % n)}
-	tr.log.ErrorContext(tr.ctx, "a message in a subject its id does not belong to: the source is not aligned as it declares; the group now subscribes to every subject, so that each message reaches its owner (fix the producers, then nandi's consumer.ClearMisaligned)",
+	mis := Misalignment{Since: time.Now().UTC().Truncate(time.Millisecond), Destination: rd.info.Destination(m.Shard), Shard: m.Shard, Key: m.Key, BelongsTo: int(id % n)}
+	rd.log.ErrorContext(rd.ctx, "a message in a subject its id does not belong to: the source is not aligned as it declares; the group now subscribes to every subject, so that each message reaches its owner (fix the producers, then nandi's consumer.ClearMisaligned)",
 		"destination", mis.Destination, "shard", m.Shard, "key", m.Key, "belongs_to_shard", mis.BelongsTo, "shards", n)
-	if c := tr.sh.client; c != nil {
+	if c := rd.sh.client; c != nil {
 		b, _ := json.Marshal(mis)
-		ctx, cancel := context.WithTimeout(tr.taking, tr.sh.interval/4)
+		ctx, cancel := context.WithTimeout(rd.taking, rd.sh.interval/4)
 		defer cancel()
-		if err := c.SetNX(ctx, MisalignedKey(tr.sh.group), b, 0).Err(); err != nil {
-			tr.log.WarnContext(tr.ctx, "recording the misalignment for the group failed; this worker subscribes to every subject, the next misplaced message tries again", "err", err)
-			tr.sh.misaligned.Store(false)
-			tr.sh.misalignedHere.Store(true)
+		if err := c.SetNX(ctx, MisalignedKey(rd.sh.group), b, 0).Err(); err != nil {
+			rd.log.WarnContext(rd.ctx, "recording the misalignment for the group failed; this worker subscribes to every subject, the next misplaced message tries again", "err", err)
+			rd.sh.misaligned.Store(false)
+			rd.sh.misalignedHere.Store(true)
 		}
 	}
 	return false

@@ -49,16 +49,16 @@ func (l *lateReturns) summary() (n, errs int, keys []string) {
 // lateReturn takes a detached call off the overdue count and records its
 // return (key "" for intake's own calls); the last one logs the term's
 // line.
-func (tr *term) lateReturn(key string, err error) {
-	tr.sh.overdue.Add(-1)
-	tr.log.DebugContext(tr.ctx, "overdue handler returned", "key", key, "err", err)
-	if tr.late.returned(key, err) {
-		tr.logLate()
+func (a *attempts) lateReturn(key string, err error) {
+	a.sh.overdue.Add(-1)
+	a.log.DebugContext(a.ctx, "overdue handler returned", "key", key, "err", err)
+	if a.late.returned(key, err) {
+		a.logLate()
 	}
 }
 
 // logLate writes the one line for a term's overdue handlers.
-func (tr *term) logLate() {
-	n, errs, keys := tr.late.summary()
-	tr.log.WarnContext(tr.ctx, "overdue handlers returned: every handler the drain went on without has returned", "count", n, "failed", errs, "keys", keys)
+func (a *attempts) logLate() {
+	n, errs, keys := a.late.summary()
+	a.log.WarnContext(a.ctx, "overdue handlers returned: every handler the drain went on without has returned", "count", n, "failed", errs, "keys", keys)
 }

@@ -19,10 +19,10 @@ func groupShare(groupRate float64, groupBurst, replicas int) *rate.Limiter {
 // admit waits until this worker's share of the group's rate lets one more
 // handler call start. false: the term stopped taking meanwhile, or its
 // pause before the deadline began (the task is left, not done).
-func (tr *term) admit() bool {
-	if tr.limiter == nil || tr.limiter.Allow() {
+func (a *attempts) admit() bool {
+	if a.limiter == nil || a.limiter.Allow() {
 		return true
 	}
-	tr.sh.stats.rateWaits.Add(1)
-	return tr.limiter.Wait(tr.taking) == nil && tr.mayStart()
+	a.sh.stats.rateWaits.Add(1)
+	return a.limiter.Wait(a.taking) == nil && a.win.mayStart()
 }

@@ -208,13 +208,14 @@ func (c *Consumer) serveOnce(runCtx, loop context.Context, t *partition.Term, in
 	// Intake runs on its own goroutine: with Concurrency 1 it runs the
 	// handlers too, and one that outlives the term must not keep the drain
 	// from going on without it.
-	go tr.intake(reader)
+	tr.rd = tr.reading()
+	go tr.rd.intake(reader)
 	if info.Log {
 		tr.wg.Go(tr.record)
 		tr.wg.Go(tr.watchShards)
 	}
 	select {
-	case <-tr.intakeDone:
+	case <-tr.rd.done:
 	case <-tr.taking.Done():
 	}
 	tr.drain(runCtx.Err() != nil)

@@ -31,10 +31,10 @@ import (
 // (drain) while user code it runs outlives the term: it then returns
 // touching nothing.
 type runner struct {
-	exec  func(*worker, *task) (result, time.Time) // term.execute
-	every int                                      // Options.CheckpointEvery
-	flush chan<- struct{}                          // the writer's: CheckpointEvery tasks finished
-	w0    *worker                                  // intake's
+	exec  func(*worker, *task) (result, time.Duration) // attempts.execute: the result, and a retry's wait
+	every int                                          // Options.CheckpointEvery
+	flush chan<- struct{}                              // the writer's: CheckpointEvery tasks finished
+	w0    *worker                                      // intake's
 
 	mu     sync.Mutex // guards b and what follows
 	b      *book
@@ -51,7 +51,7 @@ type runner struct {
 	wg      sync.WaitGroup // the timer goroutine and every worker not detached
 }
 
-func newRunner(b *book, w0 *worker, workers int, newWorker func() *worker, exec func(*worker, *task) (result, time.Time), every int, flush chan<- struct{}) *runner {
+func newRunner(b *book, w0 *worker, workers int, newWorker func() *worker, exec func(*worker, *task) (result, time.Duration), every int, flush chan<- struct{}) *runner {
 	r := &runner{exec: exec, every: every, flush: flush, w0: w0, b: b, wake: make(chan struct{}, 1), done: make(chan struct{}), stopped: make(chan struct{})}
 	r.work = sync.NewCond(&r.mu)
 	r.room = sync.NewCond(&r.mu)
@@ -189,9 +189,13 @@ func (r *runner) next() *task {
 func (r *runner) runFrom(w *worker, t *task) bool {
 	w.ended = -1 // no reading to start the first task with: it may have waited
 	for t != nil {
-		v, at := r.exec(w, t)
+		v, wait := r.exec(w, t)
 		if v == resDetached {
 			return false
+		}
+		var at time.Time
+		if v == resRetry {
+			at = time.Now().Add(wait)
 		}
 		r.mu.Lock()
 		if r.b.settle(t, v, at) {

@@ -49,8 +49,8 @@ func newRunnerRig(conc, capacity int) *runnerRig {
 	return g
 }
 
-func (g *runnerRig) exec(w *worker, t *task) (result, time.Time) {
-	if t.m == nil { // light: read it again, as term.refill does
+func (g *runnerRig) exec(w *worker, t *task) (result, time.Duration) {
+	if t.m == nil { // light: read it again, as attempts.refill does
 		g.r.view(func(b *book) {
 			ts := b.lightRun(t, refillBatch)
 			ms := make([]*transport.Message, len(ts))
@@ -80,7 +80,7 @@ func (g *runnerRig) exec(w *worker, t *task) (result, time.Time) {
 		w.begin(t)
 		<-block
 		if !w.end() {
-			return resDetached, time.Time{}
+			return resDetached, 0
 		}
 	}
 	time.Sleep(time.Millisecond) // the handler's work
@@ -88,12 +88,11 @@ func (g *runnerRig) exec(w *worker, t *task) (result, time.Time) {
 	defer g.mu.Unlock()
 	g.running[t.id] = false
 	if fail {
-		at := time.Now().Add(g.backoff)
-		g.parked[key] = at
-		return resRetry, at
+		g.parked[key] = time.Now().Add(g.backoff) // the runner's due time is no earlier
+		return resRetry, g.backoff
 	}
 	g.ran[t.id] = append(g.ran[t.id], key)
-	return resHandled, time.Time{}
+	return resHandled, 0
 }
 
 // submit gives the runner a batch: keys "id/n", one shard, positions
@@ -296,9 +295,9 @@ func BenchmarkOneWorkerDriving(b *testing.B) {
 			bk := newBook(512, 1000, false)
 			bk.open([]*shardTrack{{}}, true)
 			var ran atomic.Int64
-			exec := func(*worker, *task) (result, time.Time) {
+			exec := func(*worker, *task) (result, time.Duration) {
 				ran.Add(1)
-				return resHandled, time.Time{}
+				return resHandled, 0
 			}
 			newW := func() *worker { return newWorker(context.Background()) }
 			r := newRunner(bk, newW(), c.workers, newW, exec, 1<<30, make(chan struct{}, 1))

@@ -13,7 +13,7 @@ import (
 // A task waiting behind an id whose first task is failing may be held
 // light: m is nil, and only its place (shard, pos) and id are kept; the
 // message is read again from the log (transport.Rereader) when its turn
-// comes (see book.lighten and term.refill).
+// comes (see book.lighten and attempts.refill).
 type task struct {
 	m     *transport.Message // nil while light
 	id    uint64
@@ -31,8 +31,7 @@ type task struct {
 // used by the goroutine running its attempts.
 type failure struct {
 	attempts int
-	backoff  time.Duration // the wait before the next attempt
-	dlTries  int           // DeadLetter's failures in a row
+	dlTries  int // DeadLetter's failures in a row
 	lastErr  error
 	// ctx is the context the last attempt is reported with: what its
 	// handler gave SetTaskContext (its trace), else the term's.
@@ -57,26 +56,26 @@ var monoBase = time.Now()
 func monoNow() mono                         { return mono(time.Since(monoBase)) }
 func (m mono) since(now mono) time.Duration { return time.Duration(now - m) }
 
-func (tr *term) initTask(t *task, m *transport.Message, id uint64, err error, now mono) {
-	*t = task{m: m, id: id, err: err, taken: tr.sh.firstTakenAt(m.Shard, m.Position, now), shard: m.Shard, pos: m.Position}
+func (rd *reading) initTask(t *task, m *transport.Message, id uint64, err error, now mono) {
+	*t = task{m: m, id: id, err: err, taken: rd.sh.firstTakenAt(m.Shard, m.Position, now), shard: m.Shard, pos: m.Position}
 }
 
 // account does the accounting of an attempt that ended while its worker
 // was not detached (counts, the acknowledgement of a finished task); the
 // book is then told the same result (runner.runFrom).
-func (tr *term) account(t *task, r result) {
+func (a *attempts) account(t *task, r result) {
 	switch r {
 	case resHandled:
-		tr.sh.stats.handled.Add(1)
+		a.sh.stats.handled.Add(1)
 	case resDeadLettered:
-		tr.sh.stats.deadLetters.Add(1)
+		a.sh.stats.deadLetters.Add(1)
 	case resSkipped:
-		tr.sh.stats.skipped.Add(1)
+		a.sh.stats.skipped.Add(1)
 	}
 	if !r.finished() {
 		return
 	}
-	tr.notFailing(t)
+	a.notFailing(t)
 	if t.m.Ack != nil {
 		t.m.Ack()
 	}
@@ -85,10 +84,10 @@ func (tr *term) account(t *task, r result) {
 // abandon hands back tasks the term did not finish: queued, waiting to
 // retry, cut off by the lease, or overdue. A log reads them again from the
 // checkpoint (which never passed them); other sources have given them up.
-func (tr *term) abandon(ts []*task) {
+func (a *attempts) abandon(ts []*task) {
 	for _, t := range ts {
-		tr.sh.stats.abandoned.Add(1)
-		tr.notFailing(t)
+		a.sh.stats.abandoned.Add(1)
+		a.notFailing(t)
 		if t.m != nil && t.m.Ack != nil {
 			t.m.Ack()
 		}

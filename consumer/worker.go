@@ -21,7 +21,7 @@ type worker struct {
 	// anything (reset at each call).
 	taskCtx atomic.Pointer[context.Context]
 	// started is when the current attempt may start (time since the
-	// term's base, read by term.execute): the handler's start, for its
+	// start window's base, read by attempts.execute): the handler's start, for its
 	// duration.
 	started time.Duration
 	// ended is the clock reading at the end of its last handler call, while
