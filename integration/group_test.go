@@ -157,14 +157,14 @@ func (g *group) settledErr() error { return leasecheck.Complete(g.held()) }
 func (g *group) waitSettled(intervals float64) time.Duration {
 	g.t.Helper()
 	start := time.Now()
-	deadline := start.Add(time.Duration(intervals * float64(g.opts.Interval)))
+	deadline := start.Add(time.Duration(intervals * raceSlowdown * float64(g.opts.Interval)))
 	for {
 		err := g.settledErr()
 		if err == nil {
 			return time.Since(start)
 		}
 		if time.Now().After(deadline) {
-			g.t.Fatalf("the group did not settle within %g intervals: %v", intervals, err)
+			g.t.Fatalf("the group did not settle within %g intervals: %v", intervals*raceSlowdown, err)
 		}
 		time.Sleep(time.Millisecond)
 	}
