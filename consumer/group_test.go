@@ -59,13 +59,17 @@ func newGroup(t *testing.T, src func() transport.Source, opts consumer.Options, 
 }
 
 // record wraps a handler: a nil return is a finished task, recorded with
-// the lease as the worker saw it when the call began (what the consumer
-// guarantees: a call begins only under the lease that owns its task; on a
-// stalled machine the lease can run out while a call runs, and its
-// context ends then).
+// the term its call began under (what the consumer guarantees: a call
+// begins only under a live term that owns its task; on a stalled machine
+// the term can run out while a call runs, and its context ends then). The
+// term is the call's own (AssignmentFromContext), live while its context
+// is: the lease's Current is another thing during a fenced handoff, the
+// next mapping's provisional term, not yet held, while this one serves
+// until it releases.
 func (g *group) record(w int, l *partition.Lease, h consumer.Handler) consumer.Handler {
 	return func(ctx context.Context, m *transport.Message) error {
-		a, ok := l.Current()
+		a, ok := consumer.AssignmentFromContext(ctx)
+		ok = ok && ctx.Err() == nil
 		err := h(ctx, m)
 		if err == nil {
 			seq, _ := strconv.Atoi(strings.TrimPrefix(string(m.Payload), m.Key+"/"))

@@ -90,7 +90,12 @@ func (f *fleet) start() int {
 		f.t.Fatal(err)
 	}
 	h := func(ctx context.Context, m *transport.Message) error {
-		a, ok := l.Current()
+		// The term the call runs under, live while its context is (not the
+		// lease's Current: during a fenced handoff that is the next
+		// mapping's provisional term, not yet held, while this one serves
+		// until it releases).
+		a, ok := consumer.AssignmentFromContext(ctx)
+		ok = ok && ctx.Err() == nil
 		x, _ := strconv.Atoi(m.Key)
 		seq, _ := strconv.Atoi(strings.TrimPrefix(string(m.Payload), m.Key+"/"))
 		r := handling{worker: id, id: x, seq: seq, start: time.Now(), held: a, owned: ok && a.Owns(uint64(x)), shard: m.Shard, pos: m.Position}
