@@ -216,6 +216,9 @@ func demo(ctx context.Context, cfg config, out io.Writer) (ok bool, err error) {
 		_ = pool.QueryRow(ctx, "SELECT count(*) FROM nandi_done WHERE grp = $1", cfg.group).Scan(&n)
 		return n
 	}
+	// killCheckEvery is how often the kill schedule is checked: far less
+	// than the time the sink takes to apply a quarter of the payments.
+	const killCheckEvery = 20 * time.Millisecond
 	began := time.Now()
 	kills, crashed, last, progressAt, lastReport := 0, 0, 0, time.Now(), time.Now()
 	for {
@@ -246,11 +249,14 @@ func demo(ctx context.Context, cfg config, out io.Writer) (ok bool, err error) {
 				return false, err
 			}
 		}
-		time.Sleep(cfg.interval)
+		time.Sleep(killCheckEvery)
 		// The kills are spread over the work: kill k once (k+1)/(kills+1)
 		// of the payments are applied, so that each lands while workers
-		// apply payments (none before the first is applied).
-		if kills < cfg.kills && f.running() > 0 && n > 0 && n >= (kills+1)*cfg.payments/(cfg.kills+1) {
+		// apply payments (none before the first is applied). Checked every
+		// killCheckEvery on a fresh count: the sink applies thousands a
+		// second, and a check once an interval saw 1,061 then all 3,000
+		// applied, the last kills never made.
+		if n = recorded(); kills < cfg.kills && f.running() > 0 && n > 0 && n < cfg.payments && n >= (kills+1)*cfg.payments/(cfg.kills+1) {
 			f.kill(kills)
 			kills++
 			if err := f.start(); err != nil {
