@@ -43,28 +43,33 @@ type attempts struct {
 // intake with Concurrency 1) and returns what the book is told: the
 // result, and for a retry the wait before it is due.
 func (a *attempts) execute(w *worker, t *task) (result, time.Duration) {
-	// No attempt starts once the term stops taking, nor close to its
-	// deadline before a renewal: a task queued under a term that has ended
-	// is left for the next holder (it is not done, so no checkpoint passes
-	// it).
+	// No attempt starts outside the term's start window: once the term
+	// stops taking, a task is left for the next holder (it is not done, so
+	// no checkpoint passes it); while the group is paused, or close to a
+	// deadline before its renewal, it goes back to the book, which gives
+	// nothing until the window opens (resNotNow). The check is made again
+	// after anything that waits (a refill's read, the group's rate).
 	started := w.clock(a.win.base) // also the handler's start
 	if !a.win.mayStartAt(started) {
-		if !a.win.mayStart() {
-			return resLeave, 0
-		}
-		started = a.win.since()
+		return a.notNow()
 	}
+	waited := false
 	if t.m == nil { // held light behind its id's failing first task
 		if v, wait, ok := a.refill(t); !ok {
 			return v, wait
 		}
-		started = a.win.since()
+		waited = true
 	}
 	if t.err == nil && (t.f == nil || !t.f.dead) && a.limiter != nil { // the group's rate
 		if !a.admit() {
 			return resLeave, 0
 		}
-		started = a.win.since()
+		waited = true
+	}
+	if waited {
+		if started = a.win.since(); !a.win.mayStartAt(started) {
+			return a.notNow()
+		}
 	}
 	w.started = started
 	out, wait, attached := a.attempt(w, t)
@@ -76,6 +81,16 @@ func (a *attempts) execute(w *worker, t *task) (result, time.Duration) {
 	}
 	a.account(t, out)
 	return out, wait
+}
+
+// notNow is what an attempt that found the start window shut returns:
+// resLeave when it is shut for good (the term stopped taking, or ended),
+// else resNotNow.
+func (a *attempts) notNow() (result, time.Duration) {
+	if a.win.over.Load() || a.win.ended() {
+		return resLeave, 0
+	}
+	return resNotNow, 0
 }
 
 // attempt runs the handler once (or DeadLetter, for a task the failure
@@ -91,11 +106,13 @@ func (a *attempts) attempt(w *worker, t *task) (out result, wait time.Duration, 
 		if err, attached = a.invoke(w, t, callHandler); !attached {
 			return 0, 0, false
 		}
-		if err == errGateClosed {
-			return resLeave, 0, true
-		}
-		if err == nil {
+		switch err {
+		case nil:
 			return resHandled, 0, true
+		case errGateClosed:
+			return resLeave, 0, true
+		case errPaused:
+			return resNotNow, 0, true
 		}
 	}
 	return a.failed(w, t, err)
@@ -162,6 +179,10 @@ func (a *attempts) deadLetter(w *worker, t *task) (out result, wait time.Duratio
 // nothing ran.
 var errGateClosed = errors.New("consumer: the term is draining")
 
+// errPaused says the group was paused before the handler could be called:
+// nothing ran.
+var errPaused = errors.New("consumer: the group is paused")
+
 type userCall uint8
 
 const (
@@ -195,24 +216,16 @@ func (a *attempts) invoke(w *worker, t *task, what userCall) (err error, attache
 	shard, pos := t.shard, t.pos // t is not this goroutine's once it is detached
 	// Counted as running first, then the pause read: whoever sees the
 	// pause (Stats().Paused) and then nothing running knows no handler
-	// call begins until the resume; one that passed mayStart before the
-	// pause waits here, outside the gate, for the resume.
-	for what == callHandler && a.sh.pause.on.Load() {
+	// call begins until the resume; one that passed the start window
+	// before the pause goes back to the book (errPaused: resNotNow).
+	if what == callHandler && a.sh.pause.on.Load() {
 		a.sh.running.Add(-1)
 		a.gate.Leave()
-		ok := a.win.mayStart() && a.gate.Enter()
-		if ok && a.win.ended() {
-			a.gate.Leave()
-			ok = false
+		if !w.end() {
+			a.lateReturn(t.m.Key, nil)
+			return nil, false
 		}
-		if !ok {
-			if !w.end() {
-				a.lateReturn(t.m.Key, nil)
-				return nil, false
-			}
-			return errGateClosed, true
-		}
-		a.sh.running.Add(1)
+		return errPaused, true
 	}
 	switch what {
 	case callHandler:

@@ -37,6 +37,7 @@ type book struct {
 
 	byID   *intmap.Map[uint64, *idQueue] // the ids with tasks in the book
 	ready  fifo                          // ids whose first task may run now, in order
+	shut   bool                          // the start window is shut: next gives nothing until openWindow
 	parked parkHeap                      // ids waiting for a retry time
 	free   []*idQueue
 	spare  []*task // finished tasks, for take to be given again (spares)
@@ -65,6 +66,12 @@ const (
 	// handler): DeadLetter is what runs next for the task, as soon as a
 	// worker takes it; its id's later tasks wait behind it until then.
 	resDeadLetter
+	// resNotNow: nothing started, the start window being shut (the group
+	// is paused, or the term is within MinTaskTime of a deadline no renewal
+	// has moved yet). The task goes back first in line, and the book gives
+	// nothing until the window opens (openWindow): no worker waits holding
+	// a task.
+	resNotNow
 	// resLeave: the term is over for this task. It stays unfinished, and so
 	// do the later tasks of its id (per-id order); handBack returns them.
 	resLeave
@@ -135,18 +142,26 @@ func (b *book) advance(ms []*transport.Message) {
 // next returns the first task of the id ready longest, which is running
 // until settle; nil when no id is ready.
 func (b *book) next() *task {
-	if b.ready.len() == 0 {
+	if b.shut || b.ready.len() == 0 {
 		return nil
 	}
 	return b.ready.pop().first()
 }
+
+// startable reports whether next would give a task.
+func (b *book) startable() bool { return !b.shut && b.ready.len() > 0 }
+
+// openWindow ends a shut start window (resNotNow): next gives tasks
+// again. The task that met the shut window is given first.
+func (b *book) openWindow() { b.shut = false }
 
 // settle records how the attempt of t, returned by next, ended (v, with
 // the retry time at for resRetry). Finished: t leaves its shard's list and
 // its id, whose next task is ready behind the ids already waiting.
 // resRetry: its id is parked until at and the tasks behind it are held
 // light, if they may be; parkedFirst says at is now the earliest retry
-// time. resDeadLetter: t is marked for DeadLetter and its id is ready
+// time. resNotNow: t's id goes back first in line and the book gives
+// nothing until openWindow. resDeadLetter: t is marked for DeadLetter and its id is ready
 // again at once, behind the ids already waiting, the tasks behind it held
 // light as for a retry. resLeave: t and its id stay as they are.
 func (b *book) settle(t *task, v result, at time.Time) (parkedFirst bool) {
@@ -176,6 +191,9 @@ func (b *book) settle(t *task, v result, at time.Time) (parkedFirst bool) {
 		t.failures().dead = true
 		b.demote(q)
 		b.ready.push(q)
+	case resNotNow:
+		b.ready.pushFront(q)
+		b.shut = true
 	}
 	return false
 }
@@ -456,6 +474,18 @@ func (f *fifo) push(q *idQueue) {
 		f.q, f.head = f.q[:n], 0
 	}
 	f.q = append(f.q, q)
+}
+
+// pushFront puts q first in line, before the ids already waiting.
+func (f *fifo) pushFront(q *idQueue) {
+	if f.head > 0 {
+		f.head--
+		f.q[f.head] = q
+		return
+	}
+	f.q = append(f.q, nil)
+	copy(f.q[1:], f.q)
+	f.q[0] = q
 }
 
 func (f *fifo) pop() *idQueue {

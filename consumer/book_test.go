@@ -25,6 +25,8 @@ type bookModel struct {
 	done       map[*task]int
 	leftOnes   map[*task]bool   // cut off by the term's end (leave)
 	dead       map[uint64]*task // the task of each id sent to DeadLetter, not run since
+	front      []*task          // the tasks that met a shut window, the last first in line
+	shut       bool             // the start window is shut: since a resNotNow, until openWindow
 	ran        []*task          // every task next returned, in order
 	all        []*task
 }
@@ -140,6 +142,15 @@ func (m *bookModel) start(t *rapid.T) {
 		t.Fatalf("id %d ran before its retry time", tk.id)
 	}
 	delete(m.parkedAt, tk.id)
+	if m.shut {
+		t.Fatalf("next gave id %d's task while the start window is shut", tk.id)
+	}
+	if n := len(m.front); n > 0 {
+		if tk != m.front[n-1] {
+			t.Fatalf("next gave id %d's task at %v; want id %d's at %v, which met the shut window last", tk.id, tk.pos, m.front[n-1].id, m.front[n-1].pos)
+		}
+		m.front = m.front[:n-1]
+	}
 	if d, ok := m.dead[tk.id]; ok && (d != tk || tk.f == nil || !tk.f.dead) {
 		t.Fatalf("id %d: the task sent to DeadLetter at %v is not what runs next (%v)", tk.id, d.pos, tk.pos)
 	}
@@ -169,7 +180,7 @@ func (m *bookModel) settle(t *rapid.T) {
 	slices.SortFunc(run, func(a, b *task) int { return int(a.id) - int(b.id) })
 	tk := rapid.SampledFrom(run).Draw(t, "task")
 	delete(m.running, tk)
-	switch rapid.IntRange(0, 6).Draw(t, "result") {
+	switch rapid.IntRange(0, 7).Draw(t, "result") {
 	case 0, 1, 2:
 		m.b.settle(tk, resHandled, time.Time{})
 		m.done[tk]++
@@ -177,6 +188,9 @@ func (m *bookModel) settle(t *rapid.T) {
 		at := m.now.Add(time.Duration(rapid.IntRange(0, 50).Draw(t, "backoff_ms")) * time.Millisecond)
 		m.parkedAt[tk.id] = at
 		m.b.settle(tk, resRetry, at)
+	case 6:
+		m.front, m.shut = append(m.front, tk), true
+		m.b.settle(tk, resNotNow, time.Time{})
 	case 5:
 		m.dead[tk.id] = tk
 		m.b.settle(tk, resDeadLetter, time.Time{})
@@ -257,7 +271,10 @@ func TestBookRules(t *testing.T) {
 		m := newBookModel(t)
 		steps := rapid.IntRange(1, 200).Draw(t, "steps")
 		for range steps {
-			switch rapid.IntRange(0, 3).Draw(t, "op") {
+			switch rapid.IntRange(0, 4).Draw(t, "op") {
+			case 4:
+				m.b.openWindow()
+				m.shut = false
 			case 0:
 				m.take(t)
 			case 1:

@@ -84,7 +84,7 @@ func (rd *reading) intake(r transport.Reader) {
 	if rd.info.Log {
 		next = rd.readAhead(r)
 	}
-	for rd.r.runDue() && rd.win.mayStart() {
+	for rd.r.mayStart() && rd.r.runDue() {
 		ms, ok := next()
 		if !ok {
 			return

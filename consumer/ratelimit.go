@@ -17,12 +17,12 @@ func groupShare(groupRate float64, groupBurst, replicas int) *rate.Limiter {
 }
 
 // admit waits until this worker's share of the group's rate lets one more
-// handler call start. false: the term stopped taking meanwhile, or its
-// pause before the deadline began (the task is left, not done).
+// handler call start. false: the term stopped taking meanwhile (the task
+// is left, not done). The caller checks the start window after it.
 func (a *attempts) admit() bool {
 	if a.limiter == nil || a.limiter.Allow() {
 		return true
 	}
 	a.sh.stats.rateWaits.Add(1)
-	return a.limiter.Wait(a.taking) == nil && a.win.mayStart()
+	return a.limiter.Wait(a.taking) == nil
 }

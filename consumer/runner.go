@@ -32,17 +32,24 @@ import (
 // touching nothing.
 type runner struct {
 	exec  func(*worker, *task) (result, time.Duration) // attempts.execute: the result, and a retry's wait
+	win   window                                       // the term's start window (window.go)
+	spawn func(func())                                 // starts a goroutine the term joins (the window's opener)
 	every int                                          // Options.CheckpointEvery
 	flush chan<- struct{}                              // the writer's: CheckpointEvery tasks finished
 	w0    *worker                                      // intake's
 
-	mu     sync.Mutex // guards b and what follows
-	b      *book
-	work   *sync.Cond // workers: an id is ready, or closed
-	room   *sync.Cond // submit: a task left, or halted
-	idle   int        // workers waiting on work
-	halted bool       // submit takes nothing more (stopped is closed)
-	closed bool       // nothing more starts; workers return
+	mu   sync.Mutex // guards b and what follows
+	b    *book
+	work *sync.Cond // workers: an id is ready, or closed
+	room *sync.Cond // submit: a task left, or halted
+	idle int        // workers waiting on work
+	// opening: a goroutine waits for the shut start window to open
+	// (awaitWindow); shut mirrors the book's shut window for intake's
+	// check without the lock.
+	opening bool
+	shut    atomic.Bool
+	halted  bool // submit takes nothing more (stopped is closed)
+	closed  bool // nothing more starts; workers return
 
 	stopped chan struct{}  // closed when halted
 	wake    chan struct{}  // capacity 1: the earliest retry time changed (the timer goroutine's)
@@ -51,8 +58,8 @@ type runner struct {
 	wg      sync.WaitGroup // the timer goroutine and every worker not detached
 }
 
-func newRunner(b *book, w0 *worker, workers int, newWorker func() *worker, exec func(*worker, *task) (result, time.Duration), every int, flush chan<- struct{}) *runner {
-	r := &runner{exec: exec, every: every, flush: flush, w0: w0, b: b, wake: make(chan struct{}, 1), done: make(chan struct{}), stopped: make(chan struct{})}
+func newRunner(b *book, w0 *worker, workers int, newWorker func() *worker, exec func(*worker, *task) (result, time.Duration), win window, spawn func(func()), every int, flush chan<- struct{}) *runner {
+	r := &runner{exec: exec, win: win, spawn: spawn, every: every, flush: flush, w0: w0, b: b, wake: make(chan struct{}, 1), done: make(chan struct{}), stopped: make(chan struct{})}
 	r.work = sync.NewCond(&r.mu)
 	r.room = sync.NewCond(&r.mu)
 	if workers == 0 { // intake's goroutine is the one worker
@@ -136,9 +143,22 @@ func (r *runner) reserve(k int) (n int, ok bool) {
 			r.room.Wait()
 			continue
 		}
-		// Inline: what holds the room is parked (nothing runs while intake
-		// waits), or left by a term that is over; run the parked as they
-		// come due.
+		// Inline: what holds the room is shut out by the start window, parked
+		// (nothing runs while intake waits), or left by a term that is
+		// over; run them when the window opens, the parked as they come due.
+		if r.b.shut {
+			r.mu.Unlock()
+			open := r.mayStart()
+			attached := !open || r.runReady()
+			r.mu.Lock()
+			if !attached {
+				return 0, false
+			}
+			if !open {
+				return 0, true
+			}
+			continue
+		}
 		due := r.b.nextDue()
 		if due.IsZero() {
 			return 0, true
@@ -204,6 +224,13 @@ func (r *runner) runFrom(w *worker, t *task) bool {
 			default:
 			}
 		}
+		if v == resNotNow {
+			r.shut.Store(true)
+			if !r.opening {
+				r.opening = true
+				r.spawn(r.awaitWindow)
+			}
+		}
 		r.room.Signal() // a task finished, or the ones behind a failed one went light
 		if v.finished() {
 			if r.b.finished >= r.every {
@@ -229,16 +256,18 @@ func (r *runner) runReady() bool {
 }
 
 // runDue runs, inline, the tasks whose retry time has come, and what is
-// ready after them. False when intake was detached. With the pool it does
-// nothing: the timer goroutine makes due ids ready for the workers.
+// ready with them (what a shut start window kept, once it opens). False
+// when intake was detached. With the pool it does nothing: the timer
+// goroutine makes due ids ready for the workers.
 func (r *runner) runDue() bool {
 	if !r.inline() {
 		return true
 	}
 	r.mu.Lock()
-	n := r.b.due(time.Now())
+	r.b.due(time.Now())
+	ready := r.b.startable() // the due, and what a shut window kept
 	r.mu.Unlock()
-	return n == 0 || r.runReady()
+	return !ready || r.runReady()
 }
 
 // nextDue is the earliest retry time intake must run (zero when nothing
@@ -252,6 +281,56 @@ func (r *runner) nextDue() time.Time {
 	return r.b.nextDue()
 }
 
+// window is what the runner asks of the term's start window.
+type window interface {
+	// mayStart reports whether work may start now, waiting while the
+	// window is shut; false once the term stops taking.
+	mayStart() bool
+}
+
+// mayStart waits for the start window to be open (false: the term stopped
+// taking) and opens the book's, if an attempt found it shut.
+func (r *runner) mayStart() bool {
+	if !r.win.mayStart() {
+		return false
+	}
+	if r.shut.Load() {
+		r.openWindow()
+	}
+	return true
+}
+
+// awaitWindow waits for the start window an attempt found shut to open,
+// then opens the book's and wakes the workers; it returns at once when the
+// term stops taking (the runner is closing). One runs at a time.
+func (r *runner) awaitWindow() {
+	open := r.win.mayStart()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.opening = false
+	if open {
+		r.openLocked()
+	}
+}
+
+// openWindow opens the book's start window.
+func (r *runner) openWindow() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.openLocked()
+}
+
+// openLocked opens the book's start window and wakes a worker for each
+// id ready (under mu).
+func (r *runner) openLocked() {
+	if !r.b.shut {
+		return
+	}
+	r.b.openWindow()
+	r.shut.Store(false)
+	r.wakeWorkers(r.b.ready.len())
+}
+
 func (r *runner) loop(w *worker) {
 	defer func() {
 		if w.state.CompareAndSwap(workerIdle, workerExited) {
@@ -260,7 +339,7 @@ func (r *runner) loop(w *worker) {
 	}()
 	for {
 		r.mu.Lock()
-		for r.b.ready.len() == 0 && !r.closed {
+		for !r.b.startable() && !r.closed {
 			r.idle++
 			r.work.Wait()
 			r.idle--

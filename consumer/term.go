@@ -104,7 +104,7 @@ func newTerm(sh *shared, runCtx, loop context.Context, t *partition.Term, info t
 	if workers == 1 {
 		workers = 0 // intake's goroutine runs the tasks: no hand-off per task
 	}
-	tr.r = newRunner(b, newW(), workers, newW, tr.run.execute, sh.opts.CheckpointEvery, tr.rec.flush)
+	tr.r = newRunner(b, newW(), workers, newW, tr.run.execute, tr.win, tr.wg.Go, sh.opts.CheckpointEvery, tr.rec.flush)
 	tr.rec.r = tr.r
 	tr.run.book, tr.run.doneLate = tr.r.view, tr.rec.late
 	tr.wg.Go(func() { tr.watch(loop) })

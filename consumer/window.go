@@ -19,7 +19,9 @@ const pauseLead = time.Millisecond
 // than MinTaskTime away (a deadline the renewal has not moved yet). The
 // term's lifecycle moves it at each renewal (renewed) and ends it (end);
 // reading (intake) and running (attempts) only ask it. Its per-task check
-// (mayStartAt) reads atomics and the monotonic clock only.
+// (mayStartAt) reads atomics and the monotonic clock only. An attempt that
+// finds it shut gives its task back to the book (resNotNow), which gives
+// nothing more until the runner, waiting here (mayStart), opens it.
 type startWindow struct {
 	t       *partition.Term
 	pause   *pauser         // the group's, as this worker last read it
