@@ -226,7 +226,7 @@ func (r *runner) runFrom(w *worker, t *task) bool {
 		}
 		if v == resNotNow {
 			r.shut.Store(true)
-			if !r.opening {
+			if !r.opening && !r.inline() { // inline, intake waits itself (runReady)
 				r.opening = true
 				r.spawn(r.awaitWindow)
 			}
@@ -247,12 +247,23 @@ func (r *runner) runFrom(w *worker, t *task) bool {
 }
 
 // runReady runs what is ready on intake's goroutine (inline); false when
-// intake was detached.
+// intake was detached. When an attempt meets a shut start window, intake,
+// the one worker, waits for it to open and runs what it kept: it returns
+// with the book's window shut only once the term stops taking (a return
+// to reading then would leave the kept tasks to a batch that may never
+// come).
 func (r *runner) runReady() bool {
-	r.mu.Lock()
-	t := r.next()
-	r.mu.Unlock()
-	return r.runFrom(r.w0, t)
+	for {
+		r.mu.Lock()
+		t := r.next()
+		r.mu.Unlock()
+		if !r.runFrom(r.w0, t) {
+			return false
+		}
+		if !r.shut.Load() || !r.mayStart() {
+			return true
+		}
+	}
 }
 
 // runDue runs, inline, the tasks whose retry time has come, and what is
@@ -301,8 +312,9 @@ func (r *runner) mayStart() bool {
 }
 
 // awaitWindow waits for the start window an attempt found shut to open,
-// then opens the book's and wakes the workers; it returns at once when the
-// term stops taking (the runner is closing). One runs at a time.
+// then opens the book's and wakes the workers (the pool); it returns at
+// once when the term stops taking (the runner is closing). One runs at a
+// time.
 func (r *runner) awaitWindow() {
 	open := r.win.mayStart()
 	r.mu.Lock()

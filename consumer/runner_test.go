@@ -343,66 +343,70 @@ func (g gateWindow) mayStart() bool { <-g.open; return true }
 
 // A shut start window keeps every task in the book, none on a worker: the
 // attempt that meets it gives its task back (resNotNow), every worker goes
-// idle, nothing more is tried, and once the window opens the task that met
-// it runs first and the rest follow.
+// idle (inline, intake waits for the window instead of reading on),
+// nothing more is tried, and once the window opens every task runs.
 func TestAShutWindowKeepsTasksInTheBook(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		const workers, n = 4, 10
-		win := gateWindow{open: make(chan struct{})}
-		var shut atomic.Bool
-		shut.Store(true)
-		var mu sync.Mutex
-		var met, ran []string
-		exec := func(_ *worker, tk *task) (result, time.Duration) {
-			mu.Lock()
-			defer mu.Unlock()
-			if shut.Load() {
-				met = append(met, tk.m.Key)
-				if len(met) > 100 { // tried again and again: a bug, not a slow machine; stop the spin
-					return resLeave, 0
+	for _, workers := range []int{0, 4} {
+		t.Run(fmt.Sprintf("workers=%d", workers), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				const n = 10
+				win := gateWindow{open: make(chan struct{})}
+				var shut atomic.Bool
+				shut.Store(true)
+				var mu sync.Mutex
+				var met, ran []string
+				exec := func(_ *worker, tk *task) (result, time.Duration) {
+					mu.Lock()
+					defer mu.Unlock()
+					if shut.Load() {
+						met = append(met, tk.m.Key)
+						if len(met) > 100 { // tried again and again: a bug, not a slow machine; stop the spin
+							return resLeave, 0
+						}
+						return resNotNow, 0
+					}
+					ran = append(ran, tk.m.Key)
+					return resHandled, 0
 				}
-				return resNotNow, 0
-			}
-			ran = append(ran, tk.m.Key)
-			return resHandled, 0
-		}
-		bk := newBook(64, 0, false)
-		bk.open([]*shardTrack{{}}, true)
-		newW := func() *worker { return newWorker(context.Background()) }
-		r := newRunner(bk, newW(), workers, newW, exec, win, func(f func()) { go f() }, 1<<30, make(chan struct{}, 1))
-		var ms []*transport.Message
-		var ts []*task
-		var at []int
-		for i := range n {
-			m := &transport.Message{Key: fmt.Sprint(i), Position: transport.Offset(uint64(i))}
-			ms, ts, at = append(ms, m), append(ts, &task{m: m, id: uint64(i), pos: m.Position}), append(at, i)
-		}
-		if ok, back := r.submit(ms, ts, at); !ok || len(back) > 0 {
-			t.Fatalf("submit: ok %v, %d handed back", ok, len(back))
-		}
-		synctest.Wait()
-		r.mu.Lock()
-		idle := r.idle
-		r.mu.Unlock()
-		mu.Lock()
-		if len(met) != 1 || len(ran) != 0 || idle != workers {
-			t.Fatalf("while shut: %d attempts met the window (%v), %d ran, %d of %d workers idle; want 1, 0, all", len(met), met, len(ran), idle, workers)
-		}
-		shut.Store(false)
-		mu.Unlock()
-		close(win.open)
-		synctest.Wait()
-		mu.Lock()
-		if len(ran) != n {
-			t.Errorf("after the window opened: ran %v; want all %d", ran, n)
-		}
-		mu.Unlock()
-		r.mu.Lock()
-		if got := r.b.finished; got != n {
-			t.Errorf("the book counts %d finished; want %d", got, n)
-		}
-		r.mu.Unlock()
-		r.close()
-		r.join()
-	})
+				bk := newBook(64, 0, false)
+				bk.open([]*shardTrack{{}}, true)
+				newW := func() *worker { return newWorker(context.Background()) }
+				r := newRunner(bk, newW(), workers, newW, exec, win, func(f func()) { go f() }, 1<<30, make(chan struct{}, 1))
+				var ms []*transport.Message
+				var ts []*task
+				var at []int
+				for i := range n {
+					m := &transport.Message{Key: fmt.Sprint(i), Position: transport.Offset(uint64(i))}
+					ms, ts, at = append(ms, m), append(ts, &task{m: m, id: uint64(i), pos: m.Position}), append(at, i)
+				}
+				submitted := make(chan struct{})
+				go func() { // inline, submit runs the tasks: it waits for the window
+					defer close(submitted)
+					if ok, back := r.submit(ms, ts, at); !ok || len(back) > 0 {
+						t.Errorf("submit: ok %v, %d handed back", ok, len(back))
+					}
+				}()
+				synctest.Wait()
+				r.mu.Lock()
+				idle := r.idle
+				r.mu.Unlock()
+				mu.Lock()
+				if len(met) != 1 || len(ran) != 0 || idle != workers {
+					t.Fatalf("while shut: %d attempts met the window (%v), %d ran, %d of %d workers idle; want 1, 0, all", len(met), met, len(ran), idle, workers)
+				}
+				shut.Store(false)
+				mu.Unlock()
+				close(win.open)
+				<-submitted
+				synctest.Wait()
+				mu.Lock()
+				if len(ran) != n {
+					t.Errorf("after the window opened: ran %v; want all %d", ran, n)
+				}
+				mu.Unlock()
+				r.close()
+				r.join()
+			})
+		})
+	}
 }
