@@ -66,7 +66,7 @@ func newGroup(t *testing.T, src func() transport.Source, opts consumer.Options, 
 // is: the lease's Current is another thing during a fenced handoff, the
 // next mapping's provisional term, not yet held, while this one serves
 // until it releases.
-func (g *group) record(w int, l *partition.Lease, h consumer.Handler) consumer.Handler {
+func (g *group) record(w int, h consumer.Handler) consumer.Handler {
 	return func(ctx context.Context, m *transport.Message) error {
 		a, ok := consumer.AssignmentFromContext(ctx)
 		ok = ok && ctx.Err() == nil
@@ -89,7 +89,7 @@ func (g *group) start() int {
 	if err != nil {
 		g.t.Fatal(err)
 	}
-	c, err := consumer.New(l, g.src(), g.record(w, l, g.handler(w, l)), g.opts)
+	c, err := consumer.New(l, g.src(), g.record(w, g.handler(w, l)), g.opts)
 	if err != nil {
 		g.t.Fatal(err)
 	}

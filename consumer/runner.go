@@ -44,10 +44,8 @@ type runner struct {
 	room *sync.Cond // submit: a task left, or halted
 	idle int        // workers waiting on work
 	// opening: a goroutine waits for the shut start window to open
-	// (awaitWindow); shut mirrors the book's shut window for intake's
-	// check without the lock.
+	// (awaitWindow).
 	opening bool
-	shut    atomic.Bool
 	halted  bool // submit takes nothing more (stopped is closed)
 	closed  bool // nothing more starts; workers return
 
@@ -148,13 +146,12 @@ func (r *runner) reserve(k int) (n int, ok bool) {
 		// over; run them when the window opens, the parked as they come due.
 		if r.b.shut {
 			r.mu.Unlock()
-			open := r.mayStart()
-			attached := !open || r.runReady()
+			attached := r.runReady() // waits for the window, runs what it kept
 			r.mu.Lock()
 			if !attached {
 				return 0, false
 			}
-			if !open {
+			if r.b.shut { // still shut: the term stopped taking
 				return 0, true
 			}
 			continue
@@ -225,7 +222,6 @@ func (r *runner) runFrom(w *worker, t *task) bool {
 			}
 		}
 		if v == resNotNow {
-			r.shut.Store(true)
 			if !r.opening && !r.inline() { // inline, intake waits itself (runReady)
 				r.opening = true
 				r.spawn(r.awaitWindow)
@@ -260,7 +256,10 @@ func (r *runner) runReady() bool {
 		if !r.runFrom(r.w0, t) {
 			return false
 		}
-		if !r.shut.Load() || !r.mayStart() {
+		r.mu.Lock()
+		shut := r.b.shut
+		r.mu.Unlock()
+		if !shut || !r.mayStart() {
 			return true
 		}
 	}
@@ -305,9 +304,7 @@ func (r *runner) mayStart() bool {
 	if !r.win.mayStart() {
 		return false
 	}
-	if r.shut.Load() {
-		r.openWindow()
-	}
+	r.openWindow()
 	return true
 }
 
@@ -339,7 +336,6 @@ func (r *runner) openLocked() {
 		return
 	}
 	r.b.openWindow()
-	r.shut.Store(false)
 	r.wakeWorkers(r.b.ready.len())
 }
 

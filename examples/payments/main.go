@@ -249,14 +249,14 @@ func demo(ctx context.Context, cfg config, out io.Writer) (ok bool, err error) {
 				return false, err
 			}
 		}
-		time.Sleep(killCheckEvery)
 		// The kills are spread over the work: kill k once (k+1)/(kills+1)
 		// of the payments are applied, so that each lands while workers
 		// apply payments (none before the first is applied). Checked every
-		// killCheckEvery on a fresh count: the sink applies thousands a
-		// second, and a check once an interval saw 1,061 then all 3,000
-		// applied, the last kills never made.
-		if n = recorded(); kills < cfg.kills && f.running() > 0 && n > 0 && n < cfg.payments && n >= (kills+1)*cfg.payments/(cfg.kills+1) {
+		// killCheckEvery on the count just read: the sink applies thousands
+		// a second, and a check once an interval, on a count read before
+		// its sleep, saw 1,061 then all 3,000 applied, the last kills never
+		// made.
+		if kills < cfg.kills && f.running() > 0 && n > 0 && n >= (kills+1)*cfg.payments/(cfg.kills+1) {
 			f.kill(kills)
 			kills++
 			if err := f.start(); err != nil {
@@ -264,6 +264,7 @@ func demo(ctx context.Context, cfg config, out io.Writer) (ok bool, err error) {
 			}
 			fmt.Fprintf(out, "  killed a worker (-9) and started another; %d of %d applied\n", recorded(), cfg.payments)
 		}
+		time.Sleep(killCheckEvery)
 	}
 	took := time.Since(began)
 	time.Sleep(3 * cfg.interval) // anything applied twice shows up now
